@@ -1,0 +1,121 @@
+//! The callable registry: a stable name becomes an identity (a 32-byte SHA-256 digest plus
+//! kind and namespace) that a lane resolves to its executor.
+//!
+//! The registry is per process, not per Worker: a forked lane inherits it and resolves the
+//! same digest to the same function in its own address space. Entries are never removed, so a
+//! resolved entry is `&'static` and the hot path never counts references.
+
+use crate::task::TaskView;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{OnceLock, RwLock};
+
+/// A leaf task executor. Returns 0 on success; any other value fails the task (with the
+/// message given to `dagrt_task_fail`, if any).
+/// NULL is rejected at registration.
+pub type ExecutorFn = Option<unsafe extern "C" fn(task: *const TaskView, user: *mut c_void) -> i32>;
+
+/// A registered (non-null) executor.
+pub type Executor = unsafe extern "C" fn(task: *const TaskView, user: *mut c_void) -> i32;
+
+/// What a callable is.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallableKind {
+    /// A leaf task run by a lane.
+    Task = 0,
+    /// An orchestration function (the callable of a nested worker).
+    Orchestration = 1,
+}
+
+/// A callable's identity, as passed to every submit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Callable {
+    /// SHA-256 of (namespace, kind, name).
+    pub digest: [u8; 32],
+    /// A `dagrt_callable_kind` value.
+    pub kind: u32,
+    /// Namespace chosen at registration.
+    pub ns: u32,
+}
+
+pub struct Entry {
+    pub name: String,
+    pub ident: Callable,
+    pub exec: Executor,
+    pub user: *mut c_void,
+}
+
+// SAFETY: `user` is an opaque pointer handed back to the host's executor; the host promised at
+// registration that its executor may be called from any lane thread with it.
+unsafe impl Send for Entry {}
+// SAFETY: as above; the entry itself is immutable after registration.
+unsafe impl Sync for Entry {}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    EmptyName,
+    BadKind(u32),
+    /// The same identity is already bound to a different executor or user pointer.
+    Conflict(String),
+}
+
+fn registry() -> &'static RwLock<HashMap<[u8; 32], &'static Entry>> {
+    static R: OnceLock<RwLock<HashMap<[u8; 32], &'static Entry>>> = OnceLock::new();
+    R.get_or_init(|| RwLock::new(HashMap::new()))
+}
+
+/// The digest of a callable identity.
+pub fn digest(name: &str, ns: u32, kind: u32) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"dagrt-callable-v1\0");
+    h.update(ns.to_le_bytes());
+    h.update(kind.to_le_bytes());
+    h.update(name.as_bytes());
+    h.finalize().into()
+}
+
+/// Register `exec` under `name`. Registering the same name, namespace, kind, executor and
+/// user pointer again is a no-op returning the same identity.
+pub fn register(
+    name: &str,
+    ns: u32,
+    kind: u32,
+    exec: Executor,
+    user: *mut c_void,
+) -> Result<Callable, RegisterError> {
+    if name.is_empty() {
+        return Err(RegisterError::EmptyName);
+    }
+    if kind > CallableKind::Orchestration as u32 {
+        return Err(RegisterError::BadKind(kind));
+    }
+    let ident = Callable {
+        digest: digest(name, ns, kind),
+        kind,
+        ns,
+    };
+    let mut map = registry().write().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = map.get(&ident.digest) {
+        if e.exec as usize == exec as usize && e.user == user {
+            return Ok(ident);
+        }
+        return Err(RegisterError::Conflict(e.name.clone()));
+    }
+    let entry: &'static Entry = Box::leak(Box::new(Entry {
+        name: name.to_owned(),
+        ident,
+        exec,
+        user,
+    }));
+    map.insert(ident.digest, entry);
+    Ok(ident)
+}
+
+/// Resolve an identity to its executor, checking kind and namespace as well as the digest.
+pub fn resolve(c: &Callable) -> Option<&'static Entry> {
+    let map = registry().read().unwrap_or_else(|p| p.into_inner());
+    map.get(&c.digest).copied().filter(|e| e.ident == *c)
+}

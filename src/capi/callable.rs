@@ -1,0 +1,63 @@
+//! Callable registration and the executor-side calls.
+
+use super::{boundary, need_mut, need_str};
+use crate::callable::{register, Callable, ExecutorFn, RegisterError};
+use crate::error::{Error, Status};
+use crate::lane::thread::FailSlot;
+use crate::task::TaskView;
+use std::ffi::{c_char, c_void};
+
+/// Register `exec` under a stable `name` in namespace `ns`, with `kind` a `dagrt_callable_kind`
+/// value, and write its identity (SHA-256 digest, kind, namespace) to `out`. Registration is
+/// per process; registering the same (name, ns, kind, exec, user) again returns the same
+/// identity, and binding an existing identity to another executor is
+/// DAGRT_STATUS_CALLABLE_CONFLICT. `exec` may be called from any lane thread with `user`.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn dagrt_register_callable(
+    name: *const c_char,
+    ns: u32,
+    kind: u32,
+    exec: ExecutorFn,
+    user: *mut c_void,
+    out: *mut Callable,
+) -> crate::error::Status {
+    boundary(|| {
+        let name = need_str(name, "name")?;
+        let exec = exec.ok_or_else(|| Error::new(Status::NullPointer, "exec is NULL"))?;
+        let out = need_mut(out, "out")?;
+        let c = register(name, ns, kind, exec, user).map_err(|e| match e {
+            RegisterError::EmptyName => Error::new(Status::InvalidArgument, "callable name is empty"),
+            RegisterError::BadKind(k) => Error::new(Status::InvalidArgument, format!("kind {k} is not a dagrt_callable_kind")),
+            RegisterError::Conflict(n) => Error::new(
+                Status::CallableConflict,
+                format!("callable '{n}' is already registered with a different executor or user pointer"),
+            ),
+        })?;
+        *out = c;
+        Ok(())
+    })
+}
+
+/// From inside an executor: fail the current task with `msg` (copied). The task fails even
+/// if the executor then returns 0. Call only on the `task` passed to the running executor.
+#[no_mangle]
+pub extern "C" fn dagrt_task_fail(
+    task: *const TaskView,
+    msg: *const c_char,
+) -> crate::error::Status {
+    boundary(|| {
+        let task = super::need(task, "task")?;
+        let msg = need_str(msg, "msg")?;
+        if task.private_.is_null() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                "task is not a view passed to a running executor",
+            ));
+        }
+        // SAFETY: private_ points at the lane's FailSlot for the duration of the executor call.
+        let slot = unsafe { &mut *(task.private_ as *mut FailSlot) };
+        slot.msg = Some(msg.to_owned());
+        Ok(())
+    })
+}

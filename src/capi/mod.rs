@@ -1,0 +1,116 @@
+//! The C ABI (DESIGN §3). Every exported function validates its arguments, runs inside a
+//! panic boundary and returns a `dagrt_status`; the message of the last failure on the calling
+//! thread is available from `dagrt_last_error()`. Out-parameters are written only on success.
+
+// C type names follow the C convention (`dagrt_*_t`).
+#![allow(non_camel_case_types)]
+// Exported functions take raw pointers from C by design; each dereference is checked for
+// null and documented by the function's contract in the header.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+pub mod args;
+pub mod callable;
+pub mod orch;
+pub mod run;
+pub mod worker;
+
+use crate::error::{Error, Result, Status};
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Record `e` as this thread's last error and return its status.
+pub(crate) fn fail(e: Error) -> Status {
+    let msg = CString::new(e.msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = msg);
+    e.status
+}
+
+pub(crate) fn clear_last_error() {
+    LAST_ERROR.with(|l| *l.borrow_mut() = CString::default());
+}
+
+pub(crate) fn last_error_string() -> String {
+    LAST_ERROR.with(|l| l.borrow().to_string_lossy().into_owned())
+}
+
+/// Run `f` behind the panic boundary and turn its result into a status.
+pub(crate) fn boundary(f: impl FnOnce() -> Result<()>) -> Status {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => Status::Ok,
+        Ok(Err(e)) => fail(e),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            fail(Error::new(
+                Status::Panic,
+                format!("internal panic caught at the C boundary: {what}"),
+            ))
+        }
+    }
+}
+
+/// A required pointer argument, or a NULL_POINTER error naming it.
+pub(crate) fn need<'a, T>(p: *const T, name: &str) -> Result<&'a T> {
+    // SAFETY: non-null pointers from C are valid for reads of T by the API contract.
+    unsafe { p.as_ref() }.ok_or_else(|| Error::new(Status::NullPointer, format!("{name} is NULL")))
+}
+
+/// A required out-pointer.
+pub(crate) fn need_mut<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T> {
+    // SAFETY: non-null out-pointers from C are valid for writes of T by the API contract.
+    unsafe { p.as_mut() }.ok_or_else(|| Error::new(Status::NullPointer, format!("{name} is NULL")))
+}
+
+/// A required NUL-terminated string.
+pub(crate) fn need_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::new(Status::NullPointer, format!("{name} is NULL")));
+    }
+    // SAFETY: non-null C strings are NUL-terminated by the API contract.
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("{name} is not valid UTF-8"),
+        )
+    })
+}
+
+/// The message of the last failed dagrt call on this thread ("" if none). The pointer stays
+/// valid until the next failing dagrt call on the same thread; do not free it.
+/// Thread-safe: each thread has its own last error.
+#[no_mangle]
+pub extern "C" fn dagrt_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// The name of a status code (e.g. "DAGRT_STATUS_HEAP_EXHAUSTED"); "DAGRT_STATUS_UNKNOWN"
+/// for values that are not status codes. Static string, do not free. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dagrt_status_str(code: i32) -> *const c_char {
+    static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        (0..=20)
+            .map(|i| CString::new(Status::name(i)).unwrap_or_default())
+            .collect()
+    });
+    let idx = if (0..20).contains(&code) && Status::name(code) != "DAGRT_STATUS_UNKNOWN" {
+        code as usize
+    } else {
+        20
+    };
+    names[idx].as_ptr()
+}
+
+/// The library version, "MAJOR.MINOR.PATCH". Static string, do not free. Thread-safe.
+/// Compare with the header's DAGRT_VERSION_* macros to detect a header/library mismatch.
+#[no_mangle]
+pub extern "C" fn dagrt_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}

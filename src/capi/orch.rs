@@ -1,0 +1,237 @@
+//! The orchestrator calls: run begin/close/fail, submits, alloc, scopes.
+
+use super::worker::dagrt_orch_t;
+use super::{boundary, need, need_mut};
+use crate::callable::Callable;
+use crate::error::{Error, Result, Status};
+use crate::orchestrator::{Orchestrator, SubmitKind};
+use crate::run::RunId;
+use crate::task::{CallConfig, TaskArgs, TaskHandle};
+use std::ffi::{c_char, c_void};
+use std::sync::TryLockError;
+
+/// Run `f` on the orchestrator behind `orch`. A concurrent call from another thread finds it
+/// locked and is rejected, never racing the builder.
+pub(crate) fn with_orch<T>(
+    orch: *const dagrt_orch_t,
+    f: impl FnOnce(&mut Orchestrator) -> Result<T>,
+) -> Result<T> {
+    let o = need(orch, "orch")?;
+    // SAFETY: an orchestrator handle points into its live worker (caller contract).
+    let w = unsafe { o.worker.as_ref() }.ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            "orch is not an orchestrator handle",
+        )
+    })?;
+    let m = w.worker.orchestrator()?;
+    let mut g = match m.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            return Err(Error::new(
+                Status::WrongThread,
+                "the orchestrator is in use by another thread; it is single-threaded",
+            ))
+        }
+    };
+    f(&mut g)
+}
+
+fn slice<'a, T>(p: *const T, n: u32, name: &str) -> Result<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::new(
+            Status::NullPointer,
+            format!("{name} is NULL but its count is {n}"),
+        ));
+    }
+    // SAFETY: non-null with n elements (caller contract).
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+fn write_handle(out: *mut TaskHandle, h: TaskHandle) {
+    // SAFETY: a non-null out-pointer is writable (caller contract).
+    if let Some(o) = unsafe { out.as_mut() } {
+        *o = h;
+    }
+}
+
+/// Begin a run on this thread: opens its outer scope; this thread becomes its builder.
+/// Fails with DAGRT_STATUS_WRONG_STATE if a run is already open.
+#[no_mangle]
+pub extern "C" fn dagrt_begin_run(orch: *mut dagrt_orch_t, out_run: *mut RunId) -> Status {
+    boundary(|| {
+        let out = need_mut(out_run, "out_run")?;
+        *out = with_orch(orch, |o| o.begin_run())?;
+        Ok(())
+    })
+}
+
+/// Close the run's submission: ends its outer scope and lets its fence resolve. Nested
+/// scopes must have been ended (else DAGRT_STATUS_SCOPE_UNBALANCED, the run stays open).
+#[no_mangle]
+pub extern "C" fn dagrt_close_run_submission(orch: *mut dagrt_orch_t, run: RunId) -> Status {
+    boundary(|| with_orch(orch, |o| o.close_run_submission(run)))
+}
+
+/// Fail the run's submission with `msg` (NULL: a generic message): the run will end with this
+/// failure, and submission is closed (open nested scopes are ended).
+#[no_mangle]
+pub extern "C" fn dagrt_fail_run_submission(
+    orch: *mut dagrt_orch_t,
+    run: RunId,
+    msg: *const c_char,
+) -> Status {
+    boundary(|| {
+        let m = if msg.is_null() {
+            "run submission failed".to_owned()
+        } else {
+            super::need_str(msg, "msg")?.to_owned()
+        };
+        with_orch(orch, |o| o.fail_run_submission(run, &m))
+    })
+}
+
+/// Submit one NEXT_LEVEL task to the lane with stable id `worker`. `config` may be NULL
+/// (zeroed config). `out` (may be NULL) receives the task handle. The args' arrays are read
+/// during the call only; auto-allocated OUTPUT addresses are written back into `args->tensors`.
+#[no_mangle]
+pub extern "C" fn dagrt_submit_next_level(
+    orch: *mut dagrt_orch_t,
+    callable: *const Callable,
+    args: *const TaskArgs,
+    config: *const CallConfig,
+    worker: i32,
+    out: *mut TaskHandle,
+) -> Status {
+    boundary(|| {
+        let c = need(callable, "callable")?;
+        let a = need(args, "args")?;
+        // SAFETY: a non-null config points at a dagrt_call_config.
+        let cfg = unsafe { config.as_ref() }.copied().unwrap_or_default();
+        let h = with_orch(orch, |o| {
+            o.submit(
+                SubmitKind::NextLevel,
+                c,
+                std::slice::from_ref(a),
+                &cfg,
+                &[worker],
+            )
+        })?;
+        write_handle(out, h);
+        Ok(())
+    })
+}
+
+/// Submit a NEXT_LEVEL group: one DAG node whose `count` members run at once, member i on
+/// the lane with stable id `workers[i]` (unique, registered). Validated before any
+/// dependency work.
+#[no_mangle]
+pub extern "C" fn dagrt_submit_next_level_group(
+    orch: *mut dagrt_orch_t,
+    callable: *const Callable,
+    args_list: *const TaskArgs,
+    count: u32,
+    config: *const CallConfig,
+    workers: *const i32,
+    out: *mut TaskHandle,
+) -> Status {
+    boundary(|| {
+        let c = need(callable, "callable")?;
+        let a = slice(args_list, count, "args_list")?;
+        let w = slice(workers, count, "workers")?;
+        // SAFETY: as above.
+        let cfg = unsafe { config.as_ref() }.copied().unwrap_or_default();
+        let h = with_orch(orch, |o| {
+            o.submit(SubmitKind::NextLevelGroup, c, a, &cfg, w)
+        })?;
+        write_handle(out, h);
+        Ok(())
+    })
+}
+
+/// Submit one SUB task: any idle SUB lane runs it.
+#[no_mangle]
+pub extern "C" fn dagrt_submit_sub(
+    orch: *mut dagrt_orch_t,
+    callable: *const Callable,
+    args: *const TaskArgs,
+    out: *mut TaskHandle,
+) -> Status {
+    boundary(|| {
+        let c = need(callable, "callable")?;
+        let a = need(args, "args")?;
+        let h = with_orch(orch, |o| {
+            o.submit(
+                SubmitKind::Sub,
+                c,
+                std::slice::from_ref(a),
+                &CallConfig::default(),
+                &[],
+            )
+        })?;
+        write_handle(out, h);
+        Ok(())
+    })
+}
+
+/// Submit a SUB group: `count` members on distinct idle SUB lanes, one DAG node.
+#[no_mangle]
+pub extern "C" fn dagrt_submit_sub_group(
+    orch: *mut dagrt_orch_t,
+    callable: *const Callable,
+    args_list: *const TaskArgs,
+    count: u32,
+    out: *mut TaskHandle,
+) -> Status {
+    boundary(|| {
+        let c = need(callable, "callable")?;
+        let a = slice(args_list, count, "args_list")?;
+        let h = with_orch(orch, |o| {
+            o.submit(SubmitKind::SubGroup, c, a, &CallConfig::default(), &[])
+        })?;
+        write_handle(out, h);
+        Ok(())
+    })
+}
+
+/// Allocate a runtime-owned buffer of `shape[0..ndim]` elements of `dtype` from the heap ring
+/// of the current scope: a synthetic completed task owns it, later INPUT/INOUT tensors on it
+/// depend on it, and it is reclaimed once nothing references it (tag a writer INOUT to keep
+/// it alive while writing). `out_ptr` receives the 1024-aligned address, `out_handle` (may
+/// be NULL) the synthetic task's handle.
+#[no_mangle]
+pub extern "C" fn dagrt_alloc(
+    orch: *mut dagrt_orch_t,
+    shape: *const u64,
+    ndim: u32,
+    dtype: u32,
+    out_ptr: *mut *mut c_void,
+    out_handle: *mut TaskHandle,
+) -> Status {
+    boundary(|| {
+        let s = slice(shape, ndim, "shape")?;
+        let out = need_mut(out_ptr, "out_ptr")?;
+        let (p, h) = with_orch(orch, |o| o.alloc(s, dtype))?;
+        *out = p.cast();
+        write_handle(out_handle, h);
+        Ok(())
+    })
+}
+
+/// Open a nested scope (up to 64 on top of the run's outer scope). Tasks submitted inside it
+/// use the heap ring of its depth and are released for reclamation at `dagrt_scope_end`.
+#[no_mangle]
+pub extern "C" fn dagrt_scope_begin(orch: *mut dagrt_orch_t) -> Status {
+    boundary(|| with_orch(orch, |o| o.scope_begin()))
+}
+
+/// End the innermost nested scope without waiting: each of its tasks gives up its scope
+/// reference. DAGRT_STATUS_SCOPE_UNBALANCED if no nested scope is open.
+#[no_mangle]
+pub extern "C" fn dagrt_scope_end(orch: *mut dagrt_orch_t) -> Status {
+    boundary(|| with_orch(orch, |o| o.scope_end()))
+}

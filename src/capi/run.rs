@@ -1,0 +1,145 @@
+//! Run calls: wait, bounded wait, done, counts, release. All thread-safe.
+
+use super::worker::worker_ref;
+use super::{boundary, need_mut};
+use crate::error::{err, Error, Result, Status};
+use crate::run::{Run, RunCounts, RunId};
+use crate::worker::Engine;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Per-run task counts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunStats {
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    /// Slots of the run not yet consumed.
+    pub live_slots: i64,
+    /// 1 once the run is terminal.
+    pub done: u32,
+    pub reserved: u32,
+}
+
+fn engine(w: *const super::worker::dagrt_worker_t) -> Result<Arc<Engine>> {
+    worker_ref(w)?
+        .worker
+        .engine()
+        .cloned()
+        .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))
+}
+
+fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
+    e.runs.get(id).ok_or_else(|| {
+        Error::new(
+            Status::StaleHandle,
+            format!("run {id} is not a live run of this worker (released, or from another worker)"),
+        )
+    })
+}
+
+/// Wait (None: forever). Ok(true) when terminal and successful, Ok(false) on timeout.
+pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<bool> {
+    let r = run(e, id)?;
+    if !r.wait(timeout) {
+        return Ok(false);
+    }
+    match r.result() {
+        Ok(()) => Ok(true),
+        Err(m) => err(Status::TaskFailed, m.to_string()),
+    }
+}
+
+/// Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
+/// failure) if any task failed. Repeatable: every wait reports the same result.
+#[no_mangle]
+pub extern "C" fn dagrt_wait_run(
+    worker: *const super::worker::dagrt_worker_t,
+    run: RunId,
+) -> Status {
+    boundary(|| wait(&*engine(worker)?, run, None).map(|_| ()))
+}
+
+/// Wait at most `timeout_ms`. `*out_done` = 0 on timeout (status OK; the run is unaffected),
+/// 1 when terminal, with the same status `dagrt_wait_run` gives. Repeatable.
+#[no_mangle]
+pub extern "C" fn dagrt_wait_run_for(
+    worker: *const super::worker::dagrt_worker_t,
+    run: RunId,
+    timeout_ms: u64,
+    out_done: *mut u32,
+) -> Status {
+    boundary(|| {
+        let out = need_mut(out_done, "out_done")?;
+        let e = engine(worker)?;
+        let r = wait(&e, run, Some(Duration::from_millis(timeout_ms)));
+        *out = match &r {
+            Ok(false) => 0,
+            _ => 1,
+        };
+        r.map(|_| ())
+    })
+}
+
+/// `*out_done` = 1 if the run is terminal, else 0. Never blocks.
+#[no_mangle]
+pub extern "C" fn dagrt_run_done(
+    worker: *const super::worker::dagrt_worker_t,
+    run: RunId,
+    out_done: *mut u32,
+) -> Status {
+    boundary(|| {
+        let out = need_mut(out_done, "out_done")?;
+        *out = self::run(&*engine(worker)?, run)?.done() as u32;
+        Ok(())
+    })
+}
+
+/// Per-run counts of completed, failed and cancelled tasks.
+#[no_mangle]
+pub extern "C" fn dagrt_run_stats(
+    worker: *const super::worker::dagrt_worker_t,
+    run: RunId,
+    out: *mut RunStats,
+) -> Status {
+    boundary(|| {
+        let out = need_mut(out, "out")?;
+        let r = self::run(&*engine(worker)?, run)?;
+        let RunCounts {
+            completed,
+            failed,
+            cancelled,
+        } = r.counts();
+        *out = RunStats {
+            completed,
+            failed,
+            cancelled,
+            live_slots: r.live_slots(),
+            done: r.done() as u32,
+            reserved: 0,
+        };
+        Ok(())
+    })
+}
+
+/// Forget a terminal run: its id (and its task handles) become stale.
+/// DAGRT_STATUS_RUN_NOT_DONE if it has not finished.
+#[no_mangle]
+pub extern "C" fn dagrt_release_run(
+    worker: *const super::worker::dagrt_worker_t,
+    run: RunId,
+) -> Status {
+    boundary(|| {
+        let e = engine(worker)?;
+        let r = self::run(&e, run)?;
+        if !r.done() {
+            return err(
+                Status::RunNotDone,
+                format!("run {run} has not finished; wait for it before releasing it"),
+            );
+        }
+        e.runs.remove(run);
+        Ok(())
+    })
+}

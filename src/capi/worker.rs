@@ -1,0 +1,250 @@
+//! Worker lifecycle, the orchestration-callback convenience calls and introspection.
+
+use super::{boundary, clear_last_error, last_error_string, need_mut};
+use crate::error::{err, Error, Result, Status};
+use crate::ring::MAX_RING_DEPTH;
+use crate::run::RunId;
+use crate::worker::{Worker, WorkerConfig};
+
+/// An engine instance: Orchestrator + Scheduler + lanes. Created by `dagrt_worker_new`, freed
+/// by `dagrt_worker_free`. Configuration calls (add lanes, init, close, free) must not run
+/// concurrently with any other call on the same worker; run calls (wait, done, release,
+/// stats) are thread-safe. Using a worker after `dagrt_worker_free` is undefined behaviour.
+pub struct dagrt_worker_t {
+    pub(crate) worker: Worker,
+    pub(crate) orch: dagrt_orch_t,
+}
+
+/// The worker's orchestrator: the DAG builder. Borrowed from its worker (never freed by the
+/// caller). Single-threaded: only the thread that began a run may submit to it; a call from
+/// another thread is rejected with DAGRT_STATUS_WRONG_THREAD.
+pub struct dagrt_orch_t {
+    pub(crate) worker: *const dagrt_worker_t,
+}
+
+/// An orchestration callback: builds a graph on `orch`. Return 0 on success; any other value
+/// fails the run's submission.
+/// NULL is rejected.
+pub type OrchFn =
+    Option<unsafe extern "C" fn(orch: *mut dagrt_orch_t, ctx: *mut std::ffi::c_void) -> i32>;
+type OrchCallback =
+    unsafe extern "C" fn(orch: *mut dagrt_orch_t, ctx: *mut std::ffi::c_void) -> i32;
+
+/// Counters for tests and operators.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkerStats {
+    /// Slots not FREE (building, pending, ready, running, terminal but referenced).
+    pub live_slots: i64,
+    /// Entries in the TensorMap, all runs.
+    pub tensormap_entries: u64,
+    /// Runs registered (not yet released).
+    pub runs: u64,
+    /// Tasks waiting in ready queues.
+    pub ready_queued: u64,
+    /// Per heap ring: monotonic top and tail byte positions (equal when the ring is empty).
+    pub heap_top: [u64; 4],
+    pub heap_tail: [u64; 4],
+}
+
+pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worker_t> {
+    super::need(w, "worker")
+}
+
+fn worker_mut<'a>(w: *mut dagrt_worker_t) -> Result<&'a mut dagrt_worker_t> {
+    need_mut(w, "worker")
+}
+
+/// Fill `out` with the default configuration (1 GiB per heap ring, 16384-slot task window,
+/// 10 s back-pressure timeout). Thread-safe.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_config_default(out: *mut WorkerConfig) -> Status {
+    boundary(|| {
+        *need_mut(out, "out")? = WorkerConfig::default();
+        Ok(())
+    })
+}
+
+/// Create a worker (not yet started) from `config` (NULL: defaults). Free with
+/// `dagrt_worker_free`.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_new(
+    config: *const WorkerConfig,
+    out: *mut *mut dagrt_worker_t,
+) -> Status {
+    boundary(|| {
+        let out = need_mut(out, "out")?;
+        // SAFETY: a non-null config points at a dagrt_worker_config.
+        let cfg = unsafe { config.as_ref() }.copied().unwrap_or_default();
+        let worker = Worker::new(cfg)?;
+        let b = Box::into_raw(Box::new(dagrt_worker_t {
+            worker,
+            orch: dagrt_orch_t {
+                worker: std::ptr::null(),
+            },
+        }));
+        // SAFETY: b was just allocated; the orchestrator handle points back at its worker.
+        unsafe { (*b).orch.worker = b };
+        *out = b;
+        Ok(())
+    })
+}
+
+/// Add a NEXT_LEVEL thread lane with stable id `worker_id` (>= 0, unique). Before init only.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_add_next_level_lane(
+    worker: *mut dagrt_worker_t,
+    worker_id: i32,
+) -> Status {
+    boundary(|| worker_mut(worker)?.worker.add_next_level_lane(worker_id))
+}
+
+/// Add `count` SUB thread lanes. Before init only.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_add_sub_lanes(worker: *mut dagrt_worker_t, count: u32) -> Status {
+    boundary(|| worker_mut(worker)?.worker.add_sub_lanes(count))
+}
+
+/// Start the worker: fork hygiene, map the heap rings, start lanes, then the scheduler.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
+    boundary(|| worker_mut(worker)?.worker.init())
+}
+
+/// Stop the worker: waits for every closed run to finish, then joins its threads. Fails with
+/// DAGRT_STATUS_WRONG_STATE if a run is still open for submission. Idempotent.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
+    boundary(|| worker_mut(worker)?.worker.close())
+}
+
+/// Close (failing any open run's submission) and free the worker. NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
+    let _ = boundary(|| {
+        if !worker.is_null() {
+            // SAFETY: the pointer came from dagrt_worker_new and is freed once (caller contract).
+            drop(unsafe { Box::from_raw(worker) });
+        }
+        Ok(())
+    });
+}
+
+/// The worker's orchestrator handle (borrowed; valid until the worker is freed). The worker
+/// must be initialised.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_orch(
+    worker: *mut dagrt_worker_t,
+    out: *mut *mut dagrt_orch_t,
+) -> Status {
+    boundary(|| {
+        let w = worker_mut(worker)?;
+        w.worker.orchestrator()?;
+        *need_mut(out, "out")? = &mut w.orch;
+        Ok(())
+    })
+}
+
+/// Begin a run, call `orch_fn(orch, ctx)` to build its graph on this thread, then close
+/// submission (ending any nested scope the callback left open) and write the run id. If the
+/// callback returns non-zero, the run's submission fails with the callback's message (the
+/// last dagrt error the callback saw, if any); the run id is still written, and the status is
+/// DAGRT_STATUS_ORCHESTRATION_FAILED. Wait for the run with `dagrt_wait_run`; release it
+/// with `dagrt_release_run`.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_submit(
+    worker: *mut dagrt_worker_t,
+    orch_fn: OrchFn,
+    ctx: *mut std::ffi::c_void,
+    out_run: *mut RunId,
+) -> Status {
+    boundary(|| {
+        let w = worker_mut(worker)?;
+        let f = orch_fn.ok_or_else(|| Error::new(Status::NullPointer, "orch_fn is NULL"))?;
+        let out_run = need_mut(out_run, "out_run")?;
+        submit(w, f, ctx, out_run)
+    })
+}
+
+fn submit(
+    w: &mut dagrt_worker_t,
+    f: OrchCallback,
+    ctx: *mut std::ffi::c_void,
+    out_run: &mut RunId,
+) -> Result<()> {
+    let run = super::orch::with_orch(&w.orch, |o| o.begin_run())?;
+    clear_last_error();
+    // SAFETY: the host's callback, called with its own context and our orchestrator handle.
+    let rc = unsafe { f(&mut w.orch, ctx) };
+    *out_run = run;
+    if rc != 0 {
+        let seen = last_error_string();
+        let msg = if seen.is_empty() {
+            format!("orchestration callback returned {rc}")
+        } else {
+            format!("orchestration callback returned {rc}: {seen}")
+        };
+        super::orch::with_orch(&w.orch, |o| o.fail_run_submission(run, &msg))?;
+        return err(Status::OrchestrationFailed, msg);
+    }
+    super::orch::with_orch(&w.orch, |o| {
+        o.end_open_scopes();
+        o.close_run_submission(run)
+    })
+}
+
+/// `dagrt_worker_submit`, then wait for the run and release it. Returns the run's terminal
+/// status (DAGRT_STATUS_TASK_FAILED with the first failure message when a task failed).
+#[no_mangle]
+pub extern "C" fn dagrt_worker_run(
+    worker: *mut dagrt_worker_t,
+    orch_fn: OrchFn,
+    ctx: *mut std::ffi::c_void,
+) -> Status {
+    boundary(|| {
+        let w = worker_mut(worker)?;
+        let f = orch_fn.ok_or_else(|| Error::new(Status::NullPointer, "orch_fn is NULL"))?;
+        let mut run = 0;
+        let r = submit(w, f, ctx, &mut run);
+        if run == 0 {
+            return r;
+        }
+        let e = w
+            .worker
+            .engine()
+            .cloned()
+            .ok_or_else(|| Error::new(Status::WrongState, "worker closed"))?;
+        let res = super::run::wait(&e, run, None).map(|_| ());
+        e.runs.remove(run);
+        r.and(res)
+    })
+}
+
+/// Introspection counters (thread-safe). The worker must be initialised.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_stats(
+    worker: *const dagrt_worker_t,
+    out: *mut WorkerStats,
+) -> Status {
+    boundary(|| {
+        let w = worker_ref(worker)?;
+        let out = need_mut(out, "out")?;
+        let e = w
+            .worker
+            .engine()
+            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        let mut s = WorkerStats {
+            live_slots: e.slots.live(),
+            tensormap_entries: e.tensormap.len() as u64,
+            runs: e.runs.len() as u64,
+            ready_queued: crate::scheduler::queued(e) as u64,
+            ..Default::default()
+        };
+        for r in 0..MAX_RING_DEPTH {
+            s.heap_top[r] = e.heap.rings[r].top();
+            s.heap_tail[r] = e.heap.rings[r].tail();
+        }
+        *out = s;
+        Ok(())
+    })
+}

@@ -1,0 +1,70 @@
+//! Thread lane: the registered executor runs on a lane thread of this process.
+
+use super::{Completion, Job};
+use crate::ring::SlotKind;
+use crate::task::TaskView;
+use crate::worker::Engine;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Body of a lane thread: run jobs until told to stop.
+pub fn lane_main(e: Arc<Engine>, idx: u32) {
+    let lane = &e.lanes[idx as usize];
+    while let Some(job) = lane.mailbox.next() {
+        let failure = run_job(&e, idx, job);
+        lane.mailbox.set_idle();
+        e.completions.push(Completion {
+            lane: idx,
+            slot: job.slot,
+            member: job.member,
+            failure,
+        });
+        e.sched_event.notify();
+    }
+}
+
+/// Where `dagrt_task_fail` leaves its message.
+pub struct FailSlot {
+    pub msg: Option<String>,
+}
+
+fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
+    let slot = e.slots.get(job.slot);
+    // SAFETY: the slot is RUNNING and dispatched to this lane; during the call only lanes
+    // read the data (the scheduler writes group bookkeeping only on completions).
+    let d = unsafe { slot.data() };
+    debug_assert!(d.kind != SlotKind::Alloc);
+    let entry = d.entry?;
+    let m = d.members[job.member as usize];
+    let tensors = &d.tensors[m.tensor_start as usize..(m.tensor_start + m.tensor_len) as usize];
+    let scalars = &d.scalars[m.scalar_start as usize..(m.scalar_start + m.scalar_len) as usize];
+    let mut fail = FailSlot { msg: None };
+    let view = TaskView {
+        tensors: tensors.as_ptr(),
+        num_tensors: m.tensor_len,
+        num_scalars: m.scalar_len,
+        scalars: scalars.as_ptr(),
+        config: &d.config,
+        worker_id: e.lanes[idx as usize].kind.view_id(),
+        member_index: job.member,
+        group_size: d.members.len() as u32,
+        reserved: 0,
+        run_id: d.run.as_ref().map_or(0, |r| r.id),
+        slot: job.slot,
+        private_: &mut fail as *mut FailSlot as *mut c_void,
+    };
+    // SAFETY: the executor was registered for exactly this call shape; `view` and everything
+    // it points to outlive the call.
+    let rc = unsafe { (entry.exec)(&view, entry.user) };
+    match (rc, fail.msg) {
+        (0, None) => None,
+        (_, Some(m)) => Some(Arc::from(format!(
+            "task '{}' (slot {}) failed: {m}",
+            entry.name, job.slot
+        ))),
+        (rc, None) => Some(Arc::from(format!(
+            "task '{}' (slot {}) failed with code {rc}",
+            entry.name, job.slot
+        ))),
+    }
+}

@@ -1,0 +1,669 @@
+//! The Orchestrator (Orchestrator seed §1-8b): builds a run's DAG on one thread.
+//!
+//! Every submit follows the seed's 7 steps: validate everything that can be validated
+//! before any state changes, claim a slot (and its heap slab) from the Ring, charge it to the
+//! run (the ownership boundary), register and charge its scope reference, collect explicit
+//! deps and walk the tags against the TensorMap, wire onto each producer under that
+//! producer's lock, then publish the live-fanin count together with the transition out of
+//! BUILDING.
+
+use crate::callable::Callable;
+use crate::callable::{self, CallableKind, Entry};
+use crate::error::{err, Error, Result, Status};
+use crate::event::deadline_after;
+use crate::ring::{align_up, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind};
+use crate::run::{Run, RunId};
+use crate::scheduler::completion::{enqueue_ready, propagate_pending, release_ref};
+use crate::scope::{Scope, ScopeError, MAX_SCOPE_DEPTH};
+use crate::slot::{Attach, Claim, Publish, SlotId};
+use crate::task::{
+    dense_bytes, dtype_size, CallConfig, DepKind, Tag, TaskArgs, TaskHandle, Tensor,
+    MAX_TENSOR_DIMS,
+};
+use crate::view::Footprint;
+use crate::worker::Engine;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A per-thread token: identifies the thread building a run.
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+    TOKEN.with(|t| *t)
+}
+
+/// Which kind of submit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubmitKind {
+    NextLevel,
+    NextLevelGroup,
+    Sub,
+    SubGroup,
+}
+
+pub struct Orchestrator {
+    e: Arc<Engine>,
+    run: Option<Arc<Run>>,
+    owner: u64,
+    scope: Scope,
+    next_slot: SlotId,
+    /// Scratch: (producer, retain) of the submit in progress, deduplicated.
+    producers: Vec<(SlotId, bool)>,
+    /// Scratch: footprint of each tensor of the submit in progress (None: touches nothing).
+    footprints: Vec<Option<Footprint>>,
+}
+
+impl Orchestrator {
+    pub fn new(e: Arc<Engine>) -> Orchestrator {
+        Orchestrator {
+            e,
+            run: None,
+            owner: 0,
+            scope: Scope::default(),
+            next_slot: 1,
+            producers: Vec::new(),
+            footprints: Vec::new(),
+        }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.e
+    }
+
+    /// The run being built, checked against the calling thread.
+    fn building(&self) -> Result<Arc<Run>> {
+        match &self.run {
+            None => err(
+                Status::WrongState,
+                "no run is open for submission (call dagrt_begin_run first)",
+            ),
+            Some(r) if self.owner != thread_token() => err(
+                Status::WrongThread,
+                format!(
+                    "run {} is being built on another thread; the orchestrator is single-threaded",
+                    r.id
+                ),
+            ),
+            Some(r) => Ok(r.clone()),
+        }
+    }
+
+    pub fn current_run(&self) -> Option<RunId> {
+        self.run.as_ref().map(|r| r.id)
+    }
+
+    pub fn scope_depth(&self) -> usize {
+        self.scope.depth()
+    }
+
+    fn timeout(&self) -> Option<std::time::Instant> {
+        deadline_after(Some(Duration::from_millis(self.e.cfg.timeout_ms as u64)))
+    }
+
+    /// Open a run: its fence, its outer scope, this thread as its builder.
+    pub fn begin_run(&mut self) -> Result<RunId> {
+        if let Some(r) = &self.run {
+            return err(
+                Status::WrongState,
+                format!("run {} is still open for submission; close it first", r.id),
+            );
+        }
+        if self.e.stopping() {
+            return err(Status::WrongState, "the worker is closing");
+        }
+        let run = Arc::new(Run::new(self.next_slot, self.e.run_event.clone()));
+        self.e.runs.insert(run.clone());
+        self.scope.open_outer();
+        self.owner = thread_token();
+        let id = run.id;
+        self.run = Some(run);
+        Ok(id)
+    }
+
+    fn check_run_id(&self, run_id: RunId) -> Result<Arc<Run>> {
+        let run = self.building()?;
+        if run.id != run_id {
+            return self.foreign_run(run_id, run.id);
+        }
+        Ok(run)
+    }
+
+    fn foreign_run<T>(&self, run_id: RunId, current: RunId) -> Result<T> {
+        if self.e.runs.get(run_id).is_some() {
+            err(
+                Status::ForeignHandle,
+                format!("run {run_id} is not the run being built (run {current})"),
+            )
+        } else {
+            err(Status::StaleHandle, format!("run {run_id} is not a live run of this worker (released, or from another worker)"))
+        }
+    }
+
+    /// Close submission: end the outer scope (releasing its references) and drop the run's
+    /// submission hold on its fence.
+    pub fn close_run_submission(&mut self, run_id: RunId) -> Result<()> {
+        let run = self.check_run_id(run_id)?;
+        if self.scope.depth() > 1 {
+            return err(
+                Status::ScopeUnbalanced,
+                format!(
+                    "{} nested scope(s) still open at close of run {run_id}",
+                    self.scope.depth() - 1
+                ),
+            );
+        }
+        let e = self.e.clone();
+        self.scope.end_outer(|sid| release_ref(&e, sid));
+        run.close();
+        self.run = None;
+        self.owner = 0;
+        Ok(())
+    }
+
+    /// Fail submission: record `msg` as the run's failure and close it. (Cancellation of
+    /// unstarted slots is the failure-semantics issue's work; submitted tasks still run.)
+    pub fn fail_run_submission(&mut self, run_id: RunId, msg: &str) -> Result<()> {
+        let run = self.check_run_id(run_id)?;
+        run.record_failure(&Arc::from(msg));
+        let e = self.e.clone();
+        while self.scope.depth() > 1 {
+            let _ = self.scope.end(|sid| release_ref(&e, sid));
+        }
+        self.close_run_submission(run_id)
+    }
+
+    /// End every nested scope still open (used when an orchestration callback returns).
+    pub fn end_open_scopes(&mut self) {
+        let e = self.e.clone();
+        while self.scope.depth() > 1 {
+            let _ = self.scope.end(|sid| release_ref(&e, sid));
+        }
+    }
+
+    pub fn scope_begin(&mut self) -> Result<()> {
+        self.building()?;
+        self.scope.begin().map_err(|_| {
+            Error::new(
+                Status::ScopeTooDeep,
+                format!("scope_begin: more than {MAX_SCOPE_DEPTH} nested scopes"),
+            )
+        })
+    }
+
+    pub fn scope_end(&mut self) -> Result<()> {
+        self.building()?;
+        let e = self.e.clone();
+        self.scope
+            .end(|sid| release_ref(&e, sid))
+            .map_err(|x| match x {
+                ScopeError::Unbalanced => Error::new(
+                    Status::ScopeUnbalanced,
+                    "scope_end without a matching scope_begin",
+                ),
+                ScopeError::TooDeep => Error::new(Status::ScopeTooDeep, "scope too deep"),
+            })
+    }
+
+    /// Submit one task or group. `members` are the per-member args; `workers` the NEXT_LEVEL
+    /// targets (one per member; empty for SUB). Auto-allocated OUTPUT addresses are written
+    /// back into the members' tensors on success.
+    pub fn submit(
+        &mut self,
+        kind: SubmitKind,
+        callable: &Callable,
+        members: &[TaskArgs],
+        config: &CallConfig,
+        workers: &[i32],
+    ) -> Result<TaskHandle> {
+        let run = self.building()?;
+        let (entry, targets, heap_bytes) = self.validate(kind, callable, members, workers, &run)?;
+
+        // Step 1: slot and heap slab (the only blocking point).
+        let sid = self.next_slot;
+        let deadline = self.timeout();
+        if !self.e.slots.claim(sid, deadline) {
+            return err(
+                Status::WindowFull,
+                format!(
+                    "task window full ({} slots in flight for {} ms)",
+                    self.e.slots.window(),
+                    self.e.cfg.timeout_ms
+                ),
+            );
+        }
+        let ring = HeapRings::for_depth(self.scope.current_depth());
+        let mut heap = None;
+        if heap_bytes > 0 {
+            match self.e.heap.rings[ring].alloc(heap_bytes, deadline) {
+                Ok((ptr, seq)) => heap = Some((ptr, HeapClaim { ring, seq })),
+                Err(x) => {
+                    self.e.slots.free(sid);
+                    return Err(heap_error(x, heap_bytes, self.e.cfg.heap_ring_size));
+                }
+            }
+        }
+        self.next_slot += 1;
+
+        // Ownership boundary: the slot is the run's from here on.
+        run.register_slot();
+        let slot = self.e.slots.get(sid);
+        // SAFETY: the slot is BUILDING and owned by this thread.
+        let d = unsafe { slot.data() };
+        d.run = Some(run.clone());
+        d.kind = if matches!(kind, SubmitKind::Sub | SubmitKind::SubGroup) {
+            SlotKind::Sub
+        } else {
+            SlotKind::NextLevel
+        };
+        d.group = matches!(kind, SubmitKind::NextLevelGroup | SubmitKind::SubGroup);
+        d.entry = Some(entry);
+        d.config = *config;
+        d.targets.extend_from_slice(&targets);
+        d.heap = heap.map(|h| h.1);
+
+        // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
+        let mut cursor = heap.map_or(std::ptr::null_mut(), |h| h.0);
+        let mut flat = 0;
+        for m in members {
+            let tensor_start = d.tensors.len() as u32;
+            let scalar_start = d.scalars.len() as u32;
+            for i in 0..m.num_tensors as usize {
+                // SAFETY: validated non-null with num_tensors elements.
+                let t = unsafe { &mut *m.tensors.add(i) };
+                if t.data.is_null() {
+                    let n =
+                        align_up(dense_bytes(t.ndim, &t.shape, t.dtype).unwrap_or(0)).unwrap_or(0);
+                    t.data = cursor.cast();
+                    // SAFETY: the slab holds the sum of these aligned sizes.
+                    cursor = unsafe { cursor.add(n as usize) };
+                    self.footprints[flat] = Footprint::of(t);
+                }
+                d.tensors.push(*t);
+                flat += 1;
+            }
+            if m.num_scalars > 0 {
+                // SAFETY: validated non-null with num_scalars elements.
+                d.scalars.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(m.scalars, m.num_scalars as usize)
+                });
+            }
+            d.members.push(MemberArgs {
+                tensor_start,
+                tensor_len: m.num_tensors,
+                scalar_start,
+                scalar_len: m.num_scalars,
+            });
+        }
+
+        // Step 4 (ahead of output publication, per the ownership rules): scope reference.
+        self.scope.register(sid);
+        slot.core.charge_ref();
+
+        // Step 3: explicit deps, then the tag walk.
+        self.producers.clear();
+        for m in members {
+            for i in 0..m.num_deps as usize {
+                // SAFETY: validated non-null with num_deps elements.
+                let dep = unsafe { &*m.deps.add(i) };
+                add_unique(
+                    &mut self.producers,
+                    dep.handle.slot,
+                    dep.kind == DepKind::Retain as u32,
+                );
+            }
+        }
+        {
+            let mut tm = self.e.tensormap.lock();
+            for (t, fp) in d.tensors.iter().zip(self.footprints.iter()) {
+                let Some(fp) = fp else { continue };
+                let tag = Tag::from_u32(t.tag).expect("validated");
+                if tag.looks_up() {
+                    let producers = &mut self.producers;
+                    tm.lookup(run.id, fp, |p| {
+                        if p != sid {
+                            add_unique(producers, p, true)
+                        }
+                    });
+                }
+                if tag.inserts() {
+                    d.outputs.push(fp.lo);
+                    tm.insert(run.id, *fp, sid);
+                }
+            }
+        }
+
+        // Step 5: wire onto producers under their locks; count the live ones.
+        let mut live = 0;
+        let mut poisoned: Option<Arc<str>> = None;
+        for &(p, retain) in &self.producers {
+            match self.e.slots.get(p).core.attach(p, sid, retain) {
+                Attach::Live => {
+                    live += 1;
+                    if retain {
+                        d.producers.push(p);
+                    }
+                }
+                Attach::Done => {
+                    if retain {
+                        d.producers.push(p);
+                    }
+                }
+                Attach::Failed(m) => {
+                    poisoned.get_or_insert(m);
+                }
+                Attach::Gone => {}
+            }
+        }
+        if let Some(m) = poisoned {
+            let _: Claim = slot.core.claim_failure(sid, &m, &mut Vec::new());
+        }
+
+        // Step 6: publication.
+        match slot.core.publish(live) {
+            Publish::Ready => enqueue_ready(&self.e, sid, true),
+            Publish::Pending => {}
+            Publish::Claimed => propagate_pending(&self.e, sid),
+        }
+        Ok(TaskHandle {
+            run_id: run.id,
+            slot: sid,
+        })
+    }
+
+    /// Validate a submit completely before any state changes. Returns the executor, the
+    /// target lane indexes and the heap bytes to reserve for auto-allocated OUTPUTs; leaves
+    /// each tensor's footprint in `self.footprints`.
+    fn validate(
+        &mut self,
+        kind: SubmitKind,
+        callable: &Callable,
+        members: &[TaskArgs],
+        workers: &[i32],
+        run: &Run,
+    ) -> Result<(&'static Entry, Vec<u32>, u64)> {
+        let entry =
+            match callable::resolve(callable) {
+                Some(e) if e.ident.kind == CallableKind::Task as u32 => e,
+                Some(e) => {
+                    return err(
+                        Status::UnknownCallable,
+                        format!(
+                            "callable '{}' is not a task callable (kind {})",
+                            e.name, e.ident.kind
+                        ),
+                    )
+                }
+                None => return err(
+                    Status::UnknownCallable,
+                    "callable is not registered in this process (digest/kind/namespace unknown)",
+                ),
+            };
+        if members.is_empty() {
+            return err(Status::InvalidArgument, "a group needs at least one member");
+        }
+        let mut targets = Vec::with_capacity(workers.len());
+        match kind {
+            SubmitKind::NextLevel | SubmitKind::NextLevelGroup => {
+                if workers.len() != members.len() {
+                    return err(
+                        Status::InvalidArgument,
+                        format!(
+                            "{} members but {} target workers",
+                            members.len(),
+                            workers.len()
+                        ),
+                    );
+                }
+                for (i, &w) in workers.iter().enumerate() {
+                    let Some(&lane) = self.e.lane_by_worker.get(&w) else {
+                        return err(Status::UnknownWorker, format!("target worker id {w} (member {i}) is not a registered NEXT_LEVEL lane"));
+                    };
+                    if workers[..i].contains(&w) {
+                        return err(
+                            Status::DuplicateTarget,
+                            format!("target worker id {w} appears twice in the group (member {i})"),
+                        );
+                    }
+                    targets.push(lane);
+                }
+            }
+            SubmitKind::Sub | SubmitKind::SubGroup => {
+                let n = self.e.sub_lane_count();
+                if n == 0 {
+                    return err(Status::UnknownWorker, "the worker has no SUB lanes");
+                }
+                if members.len() > n {
+                    return err(
+                        Status::InvalidArgument,
+                        format!(
+                            "SUB group of {} members but only {n} SUB lanes",
+                            members.len()
+                        ),
+                    );
+                }
+            }
+        }
+        self.footprints.clear();
+        let mut heap = 0u64;
+        for (mi, m) in members.iter().enumerate() {
+            if m.reserved != 0 {
+                return err(
+                    Status::InvalidArgument,
+                    format!("member {mi}: reserved field must be zero"),
+                );
+            }
+            if m.num_tensors > 0 && m.tensors.is_null() {
+                return err(
+                    Status::NullPointer,
+                    format!(
+                        "member {mi}: tensors is null but num_tensors = {}",
+                        m.num_tensors
+                    ),
+                );
+            }
+            if m.num_scalars > 0 && m.scalars.is_null() {
+                return err(
+                    Status::NullPointer,
+                    format!(
+                        "member {mi}: scalars is null but num_scalars = {}",
+                        m.num_scalars
+                    ),
+                );
+            }
+            if m.num_deps > 0 && m.deps.is_null() {
+                return err(
+                    Status::NullPointer,
+                    format!("member {mi}: deps is null but num_deps = {}", m.num_deps),
+                );
+            }
+            for i in 0..m.num_tensors as usize {
+                // SAFETY: non-null with num_tensors elements, per the API contract.
+                let t = unsafe { &*m.tensors.add(i) };
+                let (fp, bytes) = validate_tensor(t).map_err(|msg| {
+                    Error::new(
+                        Status::InvalidArgument,
+                        format!("member {mi}, tensor {i}: {msg}"),
+                    )
+                })?;
+                heap = heap
+                    .checked_add(bytes)
+                    .ok_or_else(|| Error::new(Status::InvalidArgument, "OUTPUT sizes overflow"))?;
+                self.footprints.push(fp);
+            }
+            for i in 0..m.num_deps as usize {
+                // SAFETY: non-null with num_deps elements.
+                let dep = unsafe { &*m.deps.add(i) };
+                if dep.kind > DepKind::Wait as u32 || dep.reserved != 0 {
+                    return err(
+                        Status::InvalidArgument,
+                        format!(
+                            "member {mi}, dep {i}: kind {} is not a dagrt_dep_kind",
+                            dep.kind
+                        ),
+                    );
+                }
+                self.check_handle(&dep.handle, run).map_err(|x| {
+                    Error::new(x.status, format!("member {mi}, dep {i}: {}", x.msg))
+                })?;
+            }
+        }
+        if heap > self.e.heap.rings[0].size() {
+            return Err(heap_error(
+                HeapError::TooLarge,
+                heap,
+                self.e.cfg.heap_ring_size,
+            ));
+        }
+        Ok((entry, targets, heap))
+    }
+
+    /// A handle must belong to the run being built and name a task already submitted in it.
+    fn check_handle(&self, h: &TaskHandle, run: &Run) -> Result<()> {
+        if h.run_id != run.id {
+            return self.foreign_run(h.run_id, run.id).map_err(|x| {
+                Error::new(
+                    x.status,
+                    format!(
+                        "task handle {{run {}, slot {}}}: {}",
+                        h.run_id, h.slot, x.msg
+                    ),
+                )
+            });
+        }
+        if h.slot < run.first_slot || h.slot >= self.next_slot {
+            return err(
+                Status::StaleHandle,
+                format!(
+                    "task handle {{run {}, slot {}}} names no task submitted in this run",
+                    h.run_id, h.slot
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `alloc()`: a runtime-owned buffer as a synthetic COMPLETED slot that owns a heap slab;
+    /// INPUT/INOUT tensors on the buffer resolve to it, and it is reclaimed once CONSUMED.
+    pub fn alloc(&mut self, shape: &[u64], dtype: u32) -> Result<(*mut u8, TaskHandle)> {
+        let run = self.building()?;
+        if shape.len() > MAX_TENSOR_DIMS {
+            return err(
+                Status::InvalidArgument,
+                format!("alloc: ndim {} exceeds {MAX_TENSOR_DIMS}", shape.len()),
+            );
+        }
+        if dtype_size(dtype).is_none() {
+            return err(
+                Status::InvalidArgument,
+                format!("alloc: dtype {dtype} is not a dagrt_dtype"),
+            );
+        }
+        let mut sh = [0u64; MAX_TENSOR_DIMS];
+        sh[..shape.len()].copy_from_slice(shape);
+        let bytes = dense_bytes(shape.len() as u32, &sh, dtype)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| {
+                Error::new(Status::InvalidArgument, "alloc: empty or overflowing shape")
+            })?;
+        let aligned = align_up(bytes)
+            .ok_or_else(|| Error::new(Status::InvalidArgument, "alloc: size overflows"))?;
+        if aligned > self.e.heap.rings[0].size() {
+            return Err(heap_error(
+                HeapError::TooLarge,
+                aligned,
+                self.e.cfg.heap_ring_size,
+            ));
+        }
+        let sid = self.next_slot;
+        let deadline = self.timeout();
+        if !self.e.slots.claim(sid, deadline) {
+            return err(
+                Status::WindowFull,
+                format!(
+                    "task window full ({} slots in flight for {} ms)",
+                    self.e.slots.window(),
+                    self.e.cfg.timeout_ms
+                ),
+            );
+        }
+        let ring = HeapRings::for_depth(self.scope.current_depth());
+        let (ptr, seq) = match self.e.heap.rings[ring].alloc(aligned, deadline) {
+            Ok(r) => r,
+            Err(x) => {
+                self.e.slots.free(sid);
+                return Err(heap_error(x, aligned, self.e.cfg.heap_ring_size));
+            }
+        };
+        self.next_slot += 1;
+        run.register_slot();
+        let slot = self.e.slots.get(sid);
+        // SAFETY: BUILDING, owned by this thread.
+        let d = unsafe { slot.data() };
+        d.run = Some(run.clone());
+        d.kind = SlotKind::Alloc;
+        d.heap = Some(HeapClaim { ring, seq });
+        self.scope.register(sid);
+        let fp = Footprint::dense(ptr as u64, bytes);
+        d.outputs.push(fp.lo);
+        self.e.tensormap.lock().insert(run.id, fp, sid);
+        slot.core.complete_synthetic(1);
+        Ok((
+            ptr,
+            TaskHandle {
+                run_id: run.id,
+                slot: sid,
+            },
+        ))
+    }
+}
+
+fn add_unique(v: &mut Vec<(SlotId, bool)>, p: SlotId, retain: bool) {
+    if let Some(e) = v.iter_mut().find(|e| e.0 == p) {
+        e.1 |= retain;
+    } else {
+        v.push((p, retain));
+    }
+}
+
+fn heap_error(x: HeapError, bytes: u64, ring_size: u64) -> Error {
+    match x {
+        HeapError::Exhausted => Error::new(Status::HeapExhausted, format!("HeapRing exhausted, increase heap_ring_size on Worker (needed {bytes} bytes; heap_ring_size = {ring_size})")),
+        HeapError::TooLarge => Error::new(Status::HeapExhausted, format!("HeapRing exhausted, increase heap_ring_size on Worker ({bytes} bytes can never fit; heap_ring_size = {ring_size})")),
+    }
+}
+
+/// Check one tensor; returns its footprint (None: touches nothing or NO_DEP) and the heap
+/// bytes it needs (auto-allocated OUTPUT).
+fn validate_tensor(t: &Tensor) -> std::result::Result<(Option<Footprint>, u64), String> {
+    let tag = Tag::from_u32(t.tag).ok_or_else(|| format!("tag {} is not a dagrt_tag", t.tag))?;
+    if t.ndim as usize > MAX_TENSOR_DIMS {
+        return Err(format!("ndim {} exceeds {MAX_TENSOR_DIMS}", t.ndim));
+    }
+    if dtype_size(t.dtype).is_none() {
+        return Err(format!("dtype {} is not a dagrt_dtype", t.dtype));
+    }
+    if t.reserved != 0 {
+        return Err("reserved field must be zero".into());
+    }
+    let mut bytes = 0;
+    if t.data.is_null() {
+        if tag != Tag::Output {
+            return Err("null data pointer (only an OUTPUT tensor may be auto-allocated)".into());
+        }
+        if t.strides[..t.ndim as usize].iter().any(|&s| s != 0) || t.offset != 0 {
+            return Err("an auto-allocated OUTPUT must be dense (zero strides and offset)".into());
+        }
+        let n = dense_bytes(t.ndim, &t.shape, t.dtype).ok_or("OUTPUT size overflows")?;
+        bytes = align_up(n).ok_or("OUTPUT size overflows")?;
+        return Ok((None, bytes)); // footprint computed after allocation
+    }
+    if tag == Tag::NoDep {
+        return Ok((None, bytes));
+    }
+    let fp = Footprint::of(t);
+    if fp.is_none() && t.shape[..t.ndim as usize].iter().all(|&s| s > 0) {
+        return Err("view extent overflows the address space".into());
+    }
+    Ok((fp, bytes))
+}

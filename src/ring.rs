@@ -1,0 +1,385 @@
+//! The Ring (Orchestrator seed §5): the bounded task window of slots and the four heap rings.
+//!
+//! Slot ids are monotonic; a slot lives at table index `id & mask`, so the window is the
+//! range of ids the table can hold at once. Allocating id `n` waits until the slot of id
+//! `n - window` has been consumed. Heap rings are MAP_SHARED anonymous mappings taken when the
+//! Worker initialises, before any dagrt thread (or forked lane) starts, so forked children see
+//! them at the same address; each ring reclaims in FIFO order as its oldest slab is released.
+
+use crate::callable::Entry;
+use crate::event::Event;
+use crate::run::Run;
+use crate::slot::{SlotCore, SlotId};
+use crate::task::{CallConfig, Tensor};
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub const MAX_RING_DEPTH: usize = 4;
+pub const HEAP_ALIGN: u64 = 1024;
+
+pub fn align_up(n: u64) -> Option<u64> {
+    n.checked_add(HEAP_ALIGN - 1).map(|v| v & !(HEAP_ALIGN - 1))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotKind {
+    NextLevel,
+    Sub,
+    /// `alloc()`'s synthetic slot: never dispatched.
+    Alloc,
+}
+
+/// Where one group member's tensors and scalars live in the slot's flat arrays.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemberArgs {
+    pub tensor_start: u32,
+    pub tensor_len: u32,
+    pub scalar_start: u32,
+    pub scalar_len: u32,
+}
+
+/// A heap reservation: ring index and its position in that ring's FIFO.
+#[derive(Clone, Copy, Debug)]
+pub struct HeapClaim {
+    pub ring: usize,
+    pub seq: u64,
+}
+
+/// The single-owner part of a slot. Written by the orchestrator while BUILDING, read by the
+/// scheduler and lanes after publication, cleared by whoever wins the CONSUMED transition.
+pub struct SlotData {
+    pub run: Option<Arc<Run>>,
+    pub kind: SlotKind,
+    /// Submitted as a group (all-or-nothing dispatch through the group FIFO).
+    pub group: bool,
+    pub entry: Option<&'static Entry>,
+    pub config: CallConfig,
+    pub tensors: Vec<Tensor>,
+    pub scalars: Vec<u64>,
+    pub members: Vec<MemberArgs>,
+    /// Lane indexes of the NEXT_LEVEL targets, one per member.
+    pub targets: Vec<u32>,
+    /// Producers this slot holds a lifetime reference on (released when it finishes).
+    pub producers: Vec<SlotId>,
+    /// Output journal: the TensorMap keys this slot published (erased owner-checked).
+    pub outputs: Vec<u64>,
+    pub heap: Option<HeapClaim>,
+    /// Group aggregation (scheduler only): members not yet terminal, and the first failure.
+    pub members_left: u32,
+    pub member_failure: Option<Arc<str>>,
+}
+
+impl Default for SlotData {
+    fn default() -> Self {
+        SlotData {
+            run: None,
+            kind: SlotKind::Sub,
+            group: false,
+            entry: None,
+            config: CallConfig::default(),
+            tensors: Vec::new(),
+            scalars: Vec::new(),
+            members: Vec::new(),
+            targets: Vec::new(),
+            producers: Vec::new(),
+            outputs: Vec::new(),
+            heap: None,
+            members_left: 0,
+            member_failure: None,
+        }
+    }
+}
+
+impl SlotData {
+    /// Reset for reuse, keeping the vectors' capacity (no per-task allocation once warm).
+    pub fn clear(&mut self) {
+        self.run = None;
+        self.entry = None;
+        self.tensors.clear();
+        self.scalars.clear();
+        self.members.clear();
+        self.targets.clear();
+        self.producers.clear();
+        self.outputs.clear();
+        self.heap = None;
+        self.members_left = 0;
+        self.member_failure = None;
+    }
+}
+
+pub struct Slot {
+    pub core: SlotCore,
+    data: UnsafeCell<SlotData>,
+}
+
+// SAFETY: `data` follows the single-owner protocol documented on `Slot::data`; everything
+// else in a slot is atomics and mutexes.
+unsafe impl Sync for Slot {}
+// SAFETY: the raw pointers in a slot's tensors are addresses the host handed over for the
+// task; dagrt never dereferences them, only the executor does, on the host's terms.
+unsafe impl Send for Slot {}
+
+impl Slot {
+    /// The slot's task data.
+    ///
+    /// # Safety
+    /// The caller must be the slot's current owner: the orchestrator while the slot is
+    /// BUILDING (or after it claimed it FREE), the scheduler or a lane while it is READY/RUNNING
+    /// and dispatched to them (only the scheduler writes, lanes read their member), a failure
+    /// propagator reading `producers`/`run` (written before publication), or the thread that
+    /// won the CONSUMED transition. These phases are ordered by the slot lock, the ready queue
+    /// mutex and the lane mailbox, so no two owners overlap.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn data(&self) -> &mut SlotData {
+        // SAFETY: exclusivity is the caller's contract above.
+        unsafe { &mut *self.data.get() }
+    }
+}
+
+pub struct SlotTable {
+    slots: Box<[Slot]>,
+    mask: u64,
+    /// Notified when a slot is freed (task-window back-pressure).
+    pub freed: Event,
+    live: AtomicI64,
+}
+
+impl SlotTable {
+    /// A table of `window` slots (rounded up to a power of two).
+    pub fn new(window: u32) -> SlotTable {
+        let n = window.max(2).next_power_of_two() as usize;
+        let slots = (0..n)
+            .map(|_| Slot {
+                core: SlotCore::default(),
+                data: UnsafeCell::new(SlotData::default()),
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice();
+        SlotTable {
+            slots,
+            mask: n as u64 - 1,
+            freed: Event::default(),
+            live: AtomicI64::new(0),
+        }
+    }
+
+    pub fn window(&self) -> u64 {
+        self.mask + 1
+    }
+
+    pub fn get(&self, id: SlotId) -> &Slot {
+        &self.slots[(id & self.mask) as usize]
+    }
+
+    /// Claim the table entry for `id`, waiting until `deadline` for it to be FREE.
+    pub fn claim(&self, id: SlotId, deadline: Option<Instant>) -> bool {
+        let s = self.get(id);
+        if !self
+            .freed
+            .wait_until(|| s.core.state() == crate::slot::FREE, deadline)
+        {
+            return false;
+        }
+        s.core.begin_building(id);
+        self.live.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Return an entry to FREE (after on_consumed, or an unowned claim rolled back).
+    pub fn free(&self, id: SlotId) {
+        self.get(id).core.free();
+        self.live.fetch_sub(1, Ordering::AcqRel);
+        self.freed.notify();
+    }
+
+    pub fn live(&self) -> i64 {
+        self.live.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeapError {
+    /// Back-pressure outlasted the timeout.
+    Exhausted,
+    /// The request can never fit in one ring.
+    TooLarge,
+}
+
+struct RingState {
+    /// Monotonic byte positions: `top` is the next free byte, `tail` the oldest live one;
+    /// the physical offset is the position modulo the ring size.
+    top: u64,
+    tail: u64,
+    /// FIFO of reservations in allocation order: (end position, released).
+    fifo: VecDeque<(u64, bool)>,
+    /// Sequence number of `fifo[0]`.
+    head_seq: u64,
+}
+
+/// One heap ring: a slab region reclaimed strictly in allocation order.
+pub struct HeapRing {
+    base: *mut u8,
+    size: u64,
+    /// Guards top/tail/fifo (ring.mu in the seed).
+    st: Mutex<RingState>,
+    /// Notified when the tail advances (heap back-pressure).
+    freed: Event,
+}
+
+// SAFETY: `base` is a process-wide mapping that outlives the ring; all mutable state is
+// behind `st`.
+unsafe impl Send for HeapRing {}
+// SAFETY: as above.
+unsafe impl Sync for HeapRing {}
+
+impl HeapRing {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RingState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reserve `bytes` (already aligned), waiting for reclamation until `deadline`.
+    pub fn alloc(
+        &self,
+        bytes: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(*mut u8, u64), HeapError> {
+        if bytes > self.size {
+            return Err(HeapError::TooLarge);
+        }
+        let mut out = None;
+        let ok = self.freed.wait_until(
+            || {
+                let mut st = self.lock();
+                let phys = st.top % self.size;
+                let start = if phys + bytes > self.size {
+                    st.top + (self.size - phys)
+                } else {
+                    st.top
+                };
+                if start + bytes - st.tail > self.size {
+                    return false;
+                }
+                st.top = start + bytes;
+                let seq = st.head_seq + st.fifo.len() as u64;
+                st.fifo.push_back((start + bytes, false));
+                // SAFETY: `start % size + bytes <= size`, inside the mapping.
+                out = Some((unsafe { self.base.add((start % self.size) as usize) }, seq));
+                true
+            },
+            deadline,
+        );
+        match (ok, out) {
+            (true, Some(r)) => Ok(r),
+            _ => Err(HeapError::Exhausted),
+        }
+    }
+
+    /// Release reservation `seq`; the tail advances over every released head.
+    pub fn release(&self, seq: u64) {
+        let mut st = self.lock();
+        let idx = (seq - st.head_seq) as usize;
+        st.fifo[idx].1 = true;
+        let mut advanced = false;
+        while let Some(&(end, true)) = st.fifo.front() {
+            st.fifo.pop_front();
+            st.head_seq += 1;
+            st.tail = end;
+            advanced = true;
+        }
+        if st.fifo.is_empty() {
+            st.tail = st.top;
+        }
+        drop(st);
+        if advanced {
+            self.freed.notify();
+        }
+    }
+
+    pub fn top(&self) -> u64 {
+        self.lock().top
+    }
+    pub fn tail(&self) -> u64 {
+        self.lock().tail
+    }
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn contains(&self, p: u64) -> bool {
+        let b = self.base as u64;
+        p >= b && p < b + self.size
+    }
+}
+
+/// The four heap rings, carved from one mapping.
+pub struct HeapRings {
+    pub rings: Vec<HeapRing>,
+    map: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this struct and only unmapped in Drop.
+unsafe impl Send for HeapRings {}
+// SAFETY: as above; the rings synchronise themselves.
+unsafe impl Sync for HeapRings {}
+
+impl HeapRings {
+    /// Map `MAX_RING_DEPTH * ring_size` bytes, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE:
+    /// virtual address space only, physical pages on first touch.
+    pub fn new(ring_size: u64) -> std::io::Result<HeapRings> {
+        let ring_size = align_up(ring_size.max(HEAP_ALIGN)).unwrap_or(!(HEAP_ALIGN - 1));
+        let len = ring_size
+            .checked_mul(MAX_RING_DEPTH as u64)
+            .filter(|&l| l <= isize::MAX as u64)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?
+            as usize;
+        // SAFETY: anonymous mapping, no fd, kernel chooses the address.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let rings = (0..MAX_RING_DEPTH)
+            .map(|i| HeapRing {
+                // SAFETY: i * ring_size < len.
+                base: unsafe { (map as *mut u8).add(i * ring_size as usize) },
+                size: ring_size,
+                st: Mutex::new(RingState {
+                    top: 0,
+                    tail: 0,
+                    fifo: VecDeque::new(),
+                    head_seq: 0,
+                }),
+                freed: Event::default(),
+            })
+            .collect();
+        Ok(HeapRings { rings, map, len })
+    }
+
+    /// Ring for a 0-based scope depth, clamped to the last ring.
+    pub fn for_depth(depth: usize) -> usize {
+        depth.min(MAX_RING_DEPTH - 1)
+    }
+}
+
+impl Drop for HeapRings {
+    fn drop(&mut self) {
+        // SAFETY: `map`/`len` are exactly what mmap returned; nothing references the rings now.
+        unsafe {
+            libc::munmap(self.map, self.len);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Runs: one submission of a graph, its fence (live slots + the open-submission hold), its
+//! terminal result, and the registry that validates run ids handed out to C.
+
+use crate::event::{deadline_after, Event};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Run ids are unique in the process (not only per worker), so a handle or run id from
+/// another worker can never name a run of this one.
+pub type RunId = u64;
+
+static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+pub struct Run {
+    pub id: RunId,
+    /// First slot id of this run: handles below it name an earlier run.
+    pub first_slot: u64,
+    /// The fence: live slots of the run plus one while submission is open. Terminal at 0.
+    active: AtomicI64,
+    closed: AtomicBool,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    /// First failure of the run, reported by every wait.
+    failure: Mutex<Option<Arc<str>>>,
+    /// Worker-wide run event, notified when any run's fence reaches zero.
+    done_event: Arc<Event>,
+}
+
+impl Run {
+    pub fn new(first_slot: u64, done_event: Arc<Event>) -> Run {
+        Run {
+            id: NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed),
+            first_slot,
+            active: AtomicI64::new(1),
+            closed: AtomicBool::new(false),
+            completed: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            failure: Mutex::new(None),
+            done_event,
+        }
+    }
+
+    /// A slot was charged to this run (the ownership boundary of a submit).
+    pub fn register_slot(&self) {
+        self.active.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A slot of this run reached CONSUMED and was freed.
+    pub fn slot_consumed(&self) {
+        self.drop_hold();
+    }
+
+    fn drop_hold(&self) {
+        if self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.done_event.notify();
+        }
+    }
+
+    /// Close submission: drop the submission hold; idempotent.
+    pub fn close(&self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            self.drop_hold();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn live_slots(&self) -> i64 {
+        let a = self.active.load(Ordering::Acquire);
+        if self.is_closed() {
+            a
+        } else {
+            a - 1
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.active.load(Ordering::Acquire) == 0
+    }
+
+    pub fn record_failure(&self, msg: &Arc<str>) {
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(msg.clone());
+        }
+    }
+
+    pub fn count_completed(&self) {
+        self.completed.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn count_failed(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn count_cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn counts(&self) -> RunCounts {
+        RunCounts {
+            completed: self.completed.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            cancelled: self.cancelled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The terminal result: the first failure message, if any.
+    pub fn result(&self) -> Result<(), Arc<str>> {
+        match &*self.failure.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(m) => Err(m.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for the fence; `None` waits forever. True when the run is terminal.
+    pub fn wait(&self, timeout: Option<Duration>) -> bool {
+        let deadline = deadline_after(timeout);
+        self.done_event.wait_until(|| self.done(), deadline)
+    }
+}
+
+/// Runs of one worker, by id. A released run is gone: its id becomes stale.
+#[derive(Default)]
+pub struct RunRegistry {
+    runs: Mutex<HashMap<RunId, Arc<Run>>>,
+}
+
+impl RunRegistry {
+    pub fn insert(&self, run: Arc<Run>) {
+        self.lock().insert(run.id, run);
+    }
+    pub fn get(&self, id: RunId) -> Option<Arc<Run>> {
+        self.lock().get(&id).cloned()
+    }
+    pub fn remove(&self, id: RunId) -> Option<Arc<Run>> {
+        self.lock().remove(&id)
+    }
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn all(&self) -> Vec<Arc<Run>> {
+        self.lock().values().cloned().collect()
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Arc<Run>>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

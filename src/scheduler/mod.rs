@@ -1,0 +1,196 @@
+//! The Scheduler (Scheduler seed): one thread that drains completions, then dispatches
+//! READY work to idle lanes: the group FIFO head (all-or-nothing, reserving its targets), each
+//! NEXT_LEVEL lane's own FIFO, then the shared SUB FIFO.
+//!
+//! The wait is edge-triggered on `Engine::sched_event`: a submission that makes a slot READY,
+//! a lane completion (which is also the lane publishing itself idle), and a stop request each
+//! advance its generation. Work that is queued but not placeable (a blocked group head) does
+//! not keep the scheduler awake.
+
+pub mod completion;
+pub mod queues;
+
+use crate::lane::{Completion, Job, LaneKind};
+use crate::slot::Edge;
+use crate::worker::Engine;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+struct Sched {
+    e: Arc<Engine>,
+    /// Lane has a job outstanding (set at post, cleared at its completion).
+    busy: Vec<bool>,
+    /// Lane is reserved by a blocked group head for this pass.
+    reserved: Vec<bool>,
+    next_level: Vec<u32>,
+    sub: Vec<u32>,
+    posts: Vec<(u32, Job)>,
+    edges: Vec<Edge>,
+    idle_subs: Vec<u32>,
+}
+
+/// Body of the scheduler thread.
+pub fn scheduler_main(e: Arc<Engine>) {
+    let n = e.lanes.len();
+    let next_level = (0..n as u32)
+        .filter(|&i| matches!(e.lanes[i as usize].kind, LaneKind::NextLevel(_)))
+        .collect();
+    let sub = (0..n as u32)
+        .filter(|&i| matches!(e.lanes[i as usize].kind, LaneKind::Sub(_)))
+        .collect();
+    let mut s = Sched {
+        e,
+        busy: vec![false; n],
+        reserved: vec![false; n],
+        next_level,
+        sub,
+        posts: Vec::new(),
+        edges: Vec::new(),
+        idle_subs: Vec::new(),
+    };
+    s.run();
+}
+
+impl Sched {
+    fn run(&mut self) {
+        loop {
+            let seen = self.e.sched_event.generation();
+            let mut progress = false;
+            while let Some(c) = self.e.completions.pop() {
+                self.on_completion(c);
+                progress = true;
+            }
+            progress |= self.dispatch();
+            if self.e.stop.load(Ordering::Acquire)
+                && !self.busy.iter().any(|&b| b)
+                && self.e.completions.is_empty()
+            {
+                for lane in self.e.lanes.iter() {
+                    lane.mailbox.stop();
+                }
+                return;
+            }
+            if !progress {
+                self.e.sched_event.wait(seen, None);
+            }
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion) {
+        self.busy[c.lane as usize] = false;
+        let slot = self.e.slots.get(c.slot);
+        // SAFETY: the slot is RUNNING; only the scheduler writes group bookkeeping.
+        let d = unsafe { slot.data() };
+        let failure = if d.group {
+            if d.member_failure.is_none() {
+                d.member_failure = c.failure;
+            }
+            d.members_left -= 1;
+            if d.members_left > 0 {
+                return;
+            }
+            d.member_failure.take()
+        } else {
+            c.failure
+        };
+        completion::complete_task(&self.e, c.slot, failure, &mut self.edges);
+    }
+
+    /// One dispatch pass; true if anything was posted.
+    fn dispatch(&mut self) -> bool {
+        let e = self.e.clone();
+        {
+            let mut q = crate::sync::lock(&e.ready);
+            if q.is_empty() {
+                return false;
+            }
+            self.reserved.iter_mut().for_each(|r| *r = false);
+            // Group FIFO head: launch only on a fully idle target set, else reserve it.
+            while let Some(sid) = q.group.peek() {
+                // SAFETY: READY slot popped by the scheduler; targets are immutable.
+                let d = unsafe { e.slots.get(sid).data() };
+                if d.targets.iter().any(|&l| self.busy[l as usize]) {
+                    for &l in &d.targets {
+                        self.reserved[l as usize] = true;
+                    }
+                    break;
+                }
+                q.group.pop();
+                if !e.slots.get(sid).core.try_claim_running() {
+                    continue;
+                }
+                d.members_left = d.targets.len() as u32;
+                d.member_failure = None;
+                for (i, &l) in d.targets.iter().enumerate() {
+                    self.busy[l as usize] = true;
+                    self.posts.push((
+                        l,
+                        Job {
+                            slot: sid,
+                            member: i as u32,
+                        },
+                    ));
+                }
+            }
+            // Singles: each lane's own FIFO, never another's.
+            for &l in &self.next_level {
+                let l = l as usize;
+                if self.busy[l] || self.reserved[l] {
+                    continue;
+                }
+                while let Some(sid) = q.singles[l].pop() {
+                    if e.slots.get(sid).core.try_claim_running() {
+                        self.busy[l] = true;
+                        self.posts.push((
+                            l as u32,
+                            Job {
+                                slot: sid,
+                                member: 0,
+                            },
+                        ));
+                        break;
+                    }
+                }
+            }
+            // SUB: any idle SUB lane; a group needs that many distinct idle lanes.
+            self.idle_subs.clear();
+            self.idle_subs
+                .extend(self.sub.iter().copied().filter(|&l| !self.busy[l as usize]));
+            while let Some(sid) = q.sub.peek() {
+                // SAFETY: as above.
+                let d = unsafe { e.slots.get(sid).data() };
+                let need = d.members.len();
+                if self.idle_subs.len() < need {
+                    break;
+                }
+                q.sub.pop();
+                if !e.slots.get(sid).core.try_claim_running() {
+                    continue;
+                }
+                d.members_left = need as u32;
+                d.member_failure = None;
+                for i in 0..need {
+                    let l = self.idle_subs.pop().expect("counted above");
+                    self.busy[l as usize] = true;
+                    self.posts.push((
+                        l,
+                        Job {
+                            slot: sid,
+                            member: i as u32,
+                        },
+                    ));
+                }
+            }
+        }
+        let posted = !self.posts.is_empty();
+        for (l, job) in self.posts.drain(..) {
+            e.lanes[l as usize].mailbox.post(job);
+        }
+        posted
+    }
+}
+
+/// Slots waiting in ready queues (introspection).
+pub fn queued(e: &Engine) -> usize {
+    crate::sync::lock(&e.ready).len()
+}

@@ -1,0 +1,76 @@
+//! Ready queues (Scheduler seed §1): one FIFO per NEXT_LEVEL lane, the group FIFO and the
+//! shared SUB FIFO, each partitioned by run so two admitted runs never interleave.
+
+use crate::run::RunId;
+use crate::slot::SlotId;
+use std::collections::VecDeque;
+
+/// A FIFO partitioned by run: pops come from the partition of the run holding the head.
+#[derive(Default)]
+pub struct ReadyQueue {
+    parts: VecDeque<(RunId, VecDeque<SlotId>)>,
+    len: usize,
+}
+
+impl ReadyQueue {
+    pub fn push(&mut self, run: RunId, sid: SlotId) {
+        self.len += 1;
+        if let Some(p) = self.parts.iter_mut().rev().find(|p| p.0 == run) {
+            p.1.push_back(sid);
+            return;
+        }
+        let mut q = VecDeque::with_capacity(64);
+        q.push_back(sid);
+        self.parts.push_back((run, q));
+    }
+
+    pub fn peek(&self) -> Option<SlotId> {
+        self.parts.front().and_then(|p| p.1.front().copied())
+    }
+
+    pub fn pop(&mut self) -> Option<SlotId> {
+        let p = self.parts.front_mut()?;
+        let sid = p.1.pop_front();
+        if p.1.is_empty() {
+            self.parts.pop_front();
+        }
+        if sid.is_some() {
+            self.len -= 1;
+        }
+        sid
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// All ready queues of one worker, under one mutex (`Engine::ready`).
+pub struct ReadyQueues {
+    /// Indexed by lane index; only NEXT_LEVEL lanes' entries are used.
+    pub singles: Vec<ReadyQueue>,
+    pub group: ReadyQueue,
+    pub sub: ReadyQueue,
+}
+
+impl ReadyQueues {
+    pub fn new(lanes: usize) -> ReadyQueues {
+        ReadyQueues {
+            singles: (0..lanes).map(|_| ReadyQueue::default()).collect(),
+            group: ReadyQueue::default(),
+            sub: ReadyQueue::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.singles.iter().map(|q| q.len()).sum::<usize>() + self.group.len() + self.sub.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

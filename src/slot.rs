@@ -1,0 +1,300 @@
+//! The task slot state machine (Orchestrator seed §8): states, fanin/fanout counters, the
+//! BUILDING publication rule, the single failure claim and the fanout-release threshold.
+//!
+//! Everything here is the part of a slot that several threads touch. Each transition that
+//! depends on a counter happens under the slot's `fanout_mu` (`sync`), so a count and the
+//! state it implies are one decision. The one transition taken without the lock is the
+//! scheduler's READY -> RUNNING claim, a compare-exchange that loses to any failure claim.
+//! This module is model-checked by `tests/loom_slot.rs` with `--cfg loom`.
+
+use crate::sync::{lock, AtomicU8, Mutex, Ordering};
+use std::sync::Arc;
+
+/// Monotonic task slot id; the table index is `id & mask`.
+pub type SlotId = u64;
+
+pub const FREE: u8 = 0;
+pub const BUILDING: u8 = 1;
+pub const PENDING: u8 = 2;
+pub const READY: u8 = 3;
+pub const RUNNING: u8 = 4;
+pub const COMPLETED: u8 = 5;
+pub const FAILED: u8 = 6;
+pub const CONSUMED: u8 = 7;
+
+pub fn state_name(s: u8) -> &'static str {
+    [
+        "FREE",
+        "BUILDING",
+        "PENDING",
+        "READY",
+        "RUNNING",
+        "COMPLETED",
+        "FAILED",
+        "CONSUMED",
+    ]
+    .get(s as usize)
+    .copied()
+    .unwrap_or("?")
+}
+
+/// A consumer registered on a producer: notified when the producer finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    pub slot: SlotId,
+    /// The consumer holds a lifetime reference on the producer (tensor edges and `add_dep`).
+    pub retain: bool,
+}
+
+/// The counters and lists guarded by `fanout_mu`.
+#[derive(Default)]
+pub struct SlotSync {
+    /// Id of the task occupying the slot; checked by `attach` so a stale id is "gone".
+    pub id: SlotId,
+    pub fanin_count: i32,
+    pub fanin_released: i32,
+    /// Outstanding lifetime references: retaining consumers + the scope reference.
+    pub fanout_total: i32,
+    /// Releases so far, including the slot's own self-release.
+    pub fanout_released: i32,
+    pub consumers: Vec<Edge>,
+    pub failure: Option<Arc<str>>,
+    /// Failure was claimed while BUILDING: the submitting thread (or cancellation) propagates.
+    pub failure_propagation_pending: bool,
+}
+
+/// The shared part of a slot.
+pub struct SlotCore {
+    /// The slot state; every change except READY -> RUNNING happens under `sync`.
+    pub state: AtomicU8,
+    /// `fanout_mu`: publication rule, failure claim and fanout-release threshold.
+    pub sync: Mutex<SlotSync>,
+}
+
+/// Result of wiring a consumer onto a producer (submit step 5).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// The producer has not finished: one live fanin.
+    Live,
+    /// The producer completed: satisfied; the reference was charged if `retain`.
+    Done,
+    /// The producer failed: the consumer must poison itself.
+    Failed(Arc<str>),
+    /// The producer was consumed (or the id is stale): already satisfied, nothing charged.
+    Gone,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Publish {
+    Ready,
+    Pending,
+    /// A failure claim won while BUILDING: the submitter must propagate.
+    Claimed,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The slot was already running, terminal or consumed.
+    Lost,
+    /// Won from BUILDING: the submitting thread (or cancellation) propagates.
+    Building,
+    /// Won from PENDING/READY: the claimant propagates; consumers appended to `out`.
+    Won,
+}
+
+impl Default for SlotCore {
+    fn default() -> Self {
+        SlotCore {
+            state: AtomicU8::new(FREE),
+            sync: Mutex::new(SlotSync::default()),
+        }
+    }
+}
+
+impl SlotCore {
+    pub fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// FREE -> BUILDING for task `id` (orchestrator thread only).
+    pub fn begin_building(&self, id: SlotId) {
+        let mut s = lock(&self.sync);
+        s.id = id;
+        s.fanin_count = 0;
+        s.fanin_released = 0;
+        s.fanout_total = 0;
+        s.fanout_released = 0;
+        s.consumers.clear();
+        s.failure = None;
+        s.failure_propagation_pending = false;
+        self.state.store(BUILDING, Ordering::Release);
+    }
+
+    /// Charge one lifetime reference (the scope reference) to a slot being built.
+    pub fn charge_ref(&self) {
+        lock(&self.sync).fanout_total += 1;
+    }
+
+    /// Wire `consumer` onto this producer (which must be task `id`), under `fanout_mu`.
+    pub fn attach(&self, id: SlotId, consumer: SlotId, retain: bool) -> Attach {
+        let mut s = lock(&self.sync);
+        if s.id != id {
+            return Attach::Gone;
+        }
+        match self.state.load(Ordering::Acquire) {
+            FREE | CONSUMED => Attach::Gone,
+            FAILED => Attach::Failed(s.failure.clone().unwrap_or_else(|| Arc::from("failed"))),
+            COMPLETED => {
+                if retain {
+                    s.fanout_total += 1;
+                }
+                Attach::Done
+            }
+            _ => {
+                s.consumers.push(Edge {
+                    slot: consumer,
+                    retain,
+                });
+                if retain {
+                    s.fanout_total += 1;
+                }
+                Attach::Live
+            }
+        }
+    }
+
+    /// Submit step 6: publish `live` fanins together with the transition out of BUILDING.
+    pub fn publish(&self, live: i32) -> Publish {
+        let mut s = lock(&self.sync);
+        s.fanin_count = live;
+        let ready = s.fanin_released >= live;
+        let to = if ready { READY } else { PENDING };
+        match self
+            .state
+            .compare_exchange(BUILDING, to, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) if ready => Publish::Ready,
+            Ok(_) => Publish::Pending,
+            Err(_) => Publish::Claimed,
+        }
+    }
+
+    /// A producer completed: count the release; true if this call moved PENDING -> READY
+    /// (exactly one caller ever sees true, and the caller enqueues).
+    pub fn release_fanin(&self, id: SlotId) -> bool {
+        let mut s = lock(&self.sync);
+        if s.id != id {
+            return false;
+        }
+        s.fanin_released += 1;
+        if s.fanin_released >= s.fanin_count && self.state.load(Ordering::Acquire) == PENDING {
+            self.state.store(READY, Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    /// The failure claim: the only way a not-yet-running slot becomes FAILED. The winner
+    /// writes the message; on `Won` the consumer snapshot is appended to `out`.
+    pub fn claim_failure(&self, id: SlotId, msg: &Arc<str>, out: &mut Vec<Edge>) -> Claim {
+        let mut s = lock(&self.sync);
+        if s.id != id {
+            return Claim::Lost;
+        }
+        let cur = self.state.load(Ordering::Acquire);
+        if !matches!(cur, BUILDING | PENDING | READY) {
+            return Claim::Lost;
+        }
+        if self
+            .state
+            .compare_exchange(cur, FAILED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Only READY -> RUNNING can race us outside the lock, and it won.
+            return Claim::Lost;
+        }
+        s.failure = Some(msg.clone());
+        if cur == BUILDING {
+            s.failure_propagation_pending = true;
+            return Claim::Building;
+        }
+        out.append(&mut s.consumers);
+        Claim::Won
+    }
+
+    /// Take over propagation of a failure claimed while BUILDING (submitter or cancellation).
+    /// Appends the consumer snapshot; false if nothing was pending.
+    pub fn take_pending_propagation(&self, out: &mut Vec<Edge>) -> bool {
+        let mut s = lock(&self.sync);
+        if !s.failure_propagation_pending {
+            return false;
+        }
+        s.failure_propagation_pending = false;
+        out.append(&mut s.consumers);
+        true
+    }
+
+    /// Scheduler dispatch claim: READY -> RUNNING. A lost claim means the slot is owned by a
+    /// failure path.
+    pub fn try_claim_running(&self) -> bool {
+        self.state
+            .compare_exchange(READY, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// RUNNING -> COMPLETED (or FAILED with `failure`), taking the consumer snapshot under the
+    /// same lock so a consumer wiring concurrently is either in the snapshot or sees the
+    /// terminal state.
+    pub fn finish(&self, failure: Option<&Arc<str>>, out: &mut Vec<Edge>) {
+        let mut s = lock(&self.sync);
+        match failure {
+            None => self.state.store(COMPLETED, Ordering::Release),
+            Some(m) => {
+                s.failure = Some(m.clone());
+                self.state.store(FAILED, Ordering::Release);
+            }
+        }
+        out.append(&mut s.consumers);
+    }
+
+    /// Release one lifetime reference (a consumer's, the scope's or the self-release). True
+    /// when this call took the slot COMPLETED/FAILED -> CONSUMED: the caller runs on_consumed.
+    pub fn release_ref(&self) -> bool {
+        let mut s = lock(&self.sync);
+        s.fanout_released += 1;
+        self.consume_if_due(&s)
+    }
+
+    fn consume_if_due(&self, s: &SlotSync) -> bool {
+        if s.fanout_released < s.fanout_total + 1 {
+            return false;
+        }
+        let cur = self.state.load(Ordering::Acquire);
+        if cur != COMPLETED && cur != FAILED {
+            return false;
+        }
+        self.state
+            .compare_exchange(cur, CONSUMED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// `alloc()`'s synthetic slot: no fanin, the scope reference (if any) charged, the
+    /// self-release pre-counted, straight to COMPLETED.
+    pub fn complete_synthetic(&self, scope_ref: i32) {
+        let mut s = lock(&self.sync);
+        s.fanout_total += scope_ref;
+        s.fanout_released = 1;
+        self.state.store(COMPLETED, Ordering::Release);
+    }
+
+    /// CONSUMED -> FREE once on_consumed finished its cleanup.
+    pub fn free(&self) {
+        let mut s = lock(&self.sync);
+        s.id = SlotId::MAX;
+        self.state.store(FREE, Ordering::Release);
+    }
+
+    pub fn failure(&self) -> Option<Arc<str>> {
+        lock(&self.sync).failure.clone()
+    }
+}

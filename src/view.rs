@@ -1,0 +1,282 @@
+//! Footprints: the bytes a tensor view really touches, and the two questions the TensorMap
+//! asks of them: do two views overlap, and does a new write fully cover an old one.
+//!
+//! A footprint is a set of (byte stride, count) dimensions starting at an absolute address,
+//! always including the element itself as a (1, elem_size) dimension. Two footprints are
+//! compared exactly when both are boxes in one mixed-radix number system built from the union
+//! of their strides (each stride divides the next, and neither view carries across a digit):
+//! tiles of a column-major matrix, rows, columns and whole buffers all fall in that class.
+//! Anything else is answered conservatively: "overlaps" and "does not cover", which can only
+//! add an edge or keep an older writer alive, never lose a dependency.
+
+use crate::task::{dtype_size, Tensor, MAX_TENSOR_DIMS};
+
+const MAX_DIMS: usize = MAX_TENSOR_DIMS + 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// First byte touched.
+    pub lo: u64,
+    /// One past the last byte touched.
+    pub hi: u64,
+    /// Every byte in `[lo, hi)` is touched.
+    pub dense: bool,
+    ndims: u8,
+    /// (stride in bytes, count), sorted by stride, counts > 1 except the element dimension.
+    dims: [(u64, u64); MAX_DIMS],
+}
+
+impl Footprint {
+    /// A dense byte range, as `dagrt_alloc` slabs and whole buffers are.
+    pub fn dense(lo: u64, len: u64) -> Footprint {
+        let mut dims = [(0, 0); MAX_DIMS];
+        dims[0] = (1, len);
+        Footprint {
+            lo,
+            hi: lo + len,
+            dense: true,
+            ndims: 1,
+            dims,
+        }
+    }
+
+    /// The footprint of a validated tensor view, or `None` when the view touches nothing
+    /// (a zero extent) or its extent overflows the address space.
+    pub fn of(t: &Tensor) -> Option<Footprint> {
+        let esize = dtype_size(t.dtype)?;
+        let base = (t.data as u64).checked_add(t.offset)?;
+        let nd = t.ndim as usize;
+        let shape = &t.shape[..nd];
+        if shape.contains(&0) {
+            return None;
+        }
+        if t.strides[..nd].iter().all(|&s| s == 0) {
+            let mut len = esize;
+            for &s in shape {
+                len = len.checked_mul(s)?;
+            }
+            base.checked_add(len)?;
+            return Some(Footprint::dense(base, len));
+        }
+        let mut dims = [(0u64, 0u64); MAX_DIMS];
+        dims[0] = (1, esize);
+        let mut n = 1;
+        let mut extent = esize;
+        for (&count, &elems) in shape.iter().zip(&t.strides[..nd]) {
+            if count == 1 {
+                continue;
+            }
+            let stride = elems.checked_mul(esize)?;
+            extent = extent.checked_add(stride.checked_mul(count - 1)?)?;
+            dims[n] = (stride, count);
+            n += 1;
+        }
+        dims[..n].sort_unstable();
+        let hi = base.checked_add(extent)?;
+        let mut f = Footprint {
+            lo: base,
+            hi,
+            dense: false,
+            ndims: n as u8,
+            dims,
+        };
+        f.dense = f.is_dense();
+        if f.dense {
+            return Some(Footprint::dense(base, extent));
+        }
+        Some(f)
+    }
+
+    fn dims(&self) -> &[(u64, u64)] {
+        &self.dims[..self.ndims as usize]
+    }
+
+    /// Dense when each dimension starts exactly where the previous one ends.
+    fn is_dense(&self) -> bool {
+        let mut reach = 1u64;
+        for &(stride, count) in self.dims() {
+            if stride != reach {
+                return false;
+            }
+            reach = match stride.checked_mul(count) {
+                Some(r) => r,
+                None => return false,
+            };
+        }
+        true
+    }
+
+    fn intervals_meet(&self, o: &Footprint) -> bool {
+        self.lo < o.hi && o.lo < self.hi
+    }
+
+    /// Does this view touch any byte that `o` touches? Conservative when undecidable.
+    pub fn overlaps(&self, o: &Footprint) -> bool {
+        if !self.intervals_meet(o) {
+            return false;
+        }
+        if self.dense || o.dense {
+            // A dense view touches its whole interval; the other view reaches into it unless
+            // it is a box that provably skips it. Decide exactly when both are boxes.
+            if self.dense && o.dense {
+                return true;
+            }
+        }
+        match Boxes::of(self, o) {
+            Some(b) => {
+                b.a.iter()
+                    .zip(b.b.iter())
+                    .take(b.n)
+                    .all(|(x, y)| x.0 < y.1 && y.0 < x.1)
+            }
+            None => true,
+        }
+    }
+
+    /// Does this (new) write touch every byte `old` touches? Conservative (false) when
+    /// undecidable.
+    pub fn covers(&self, old: &Footprint) -> bool {
+        if old.lo < self.lo || old.hi > self.hi {
+            return false;
+        }
+        if self.dense {
+            return true;
+        }
+        match Boxes::of(self, old) {
+            Some(b) => {
+                b.a.iter()
+                    .zip(b.b.iter())
+                    .take(b.n)
+                    .all(|(n, o)| n.0 <= o.0 && o.1 <= n.1)
+            }
+            None => false,
+        }
+    }
+}
+
+/// Two footprints as digit-interval boxes `[start, end)` in one mixed-radix system.
+struct Boxes {
+    n: usize,
+    a: [(u64, u64); 2 * MAX_DIMS],
+    b: [(u64, u64); 2 * MAX_DIMS],
+}
+
+impl Boxes {
+    fn of(x: &Footprint, y: &Footprint) -> Option<Boxes> {
+        let mut strides = [0u64; 2 * MAX_DIMS];
+        let mut n = 0;
+        for &(s, _) in x.dims().iter().chain(y.dims()) {
+            if !strides[..n].contains(&s) {
+                strides[n] = s;
+                n += 1;
+            }
+        }
+        strides[..n].sort_unstable();
+        if strides[0] != 1 {
+            return None;
+        }
+        for k in 1..n {
+            if strides[k] % strides[k - 1] != 0 {
+                return None;
+            }
+        }
+        let a = Self::digits(x, &strides[..n])?;
+        let b = Self::digits(y, &strides[..n])?;
+        Some(Boxes { n, a, b })
+    }
+
+    /// Digit intervals of `f` in the radix system `strides`, or `None` if a dimension of `f`
+    /// would carry into the next digit (then `f` is not a box in this system).
+    fn digits(f: &Footprint, strides: &[u64]) -> Option<[(u64, u64); 2 * MAX_DIMS]> {
+        let mut out = [(0u64, 0u64); 2 * MAX_DIMS];
+        let last = strides.len() - 1;
+        for (k, &s) in strides.iter().enumerate() {
+            let count = f.dims().iter().find(|d| d.0 == s).map_or(1, |d| d.1);
+            let start = if k == last {
+                f.lo / s
+            } else {
+                let radix = strides[k + 1] / s;
+                let d = (f.lo / s) % radix;
+                if d + count > radix {
+                    return None;
+                }
+                d
+            };
+            out[k] = (start, start + count);
+        }
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::DataType;
+
+    fn tile(base: u64, ld: u64, r0: u64, c0: u64, rows: u64, cols: u64) -> Footprint {
+        let mut t = Tensor {
+            data: base as *mut _,
+            offset: (r0 + c0 * ld) * 8,
+            ndim: 2,
+            dtype: DataType::F64 as u32,
+            tag: 0,
+            reserved: 0,
+            shape: [0; 5],
+            strides: [0; 5],
+        };
+        t.shape[0] = rows;
+        t.shape[1] = cols;
+        t.strides[0] = 1;
+        t.strides[1] = ld;
+        Footprint::of(&t).unwrap()
+    }
+
+    #[test]
+    fn column_tiles_of_one_matrix_are_disjoint() {
+        let base = 1 << 20;
+        let a = tile(base, 16, 0, 0, 16, 4);
+        let b = tile(base, 16, 0, 8, 16, 4);
+        assert!(a.dense && b.dense, "full-height column blocks are dense");
+        assert!(!a.overlaps(&b));
+        let c = tile(base, 16, 0, 0, 4, 4);
+        let d = tile(base, 16, 8, 0, 4, 4);
+        assert!(!c.dense);
+        assert!(c.intervals_meet(&d), "byte ranges interleave");
+        assert!(!c.overlaps(&d));
+        assert!(a.overlaps(&c));
+        assert!(a.covers(&c));
+        assert!(!c.covers(&a));
+    }
+
+    #[test]
+    fn whole_buffer_covers_and_overlaps_every_tile() {
+        let base = 1 << 20;
+        let whole = Footprint::dense(base, 16 * 16 * 8);
+        for r in [0, 4, 8, 12] {
+            for c in [0, 4, 8, 12] {
+                let t = tile(base, 16, r, c, 4, 4);
+                assert!(whole.overlaps(&t) && t.overlaps(&whole));
+                assert!(whole.covers(&t));
+                assert!(!t.covers(&whole));
+            }
+        }
+    }
+
+    #[test]
+    fn partial_overlap_is_not_cover() {
+        let base = 1 << 20;
+        let a = tile(base, 16, 0, 0, 8, 8);
+        let b = tile(base, 16, 4, 4, 8, 8);
+        assert!(a.overlaps(&b));
+        assert!(!a.covers(&b) && !b.covers(&a));
+    }
+
+    #[test]
+    fn odd_strides_are_conservative() {
+        let base = 1 << 20;
+        let a = tile(base, 15, 0, 0, 4, 4); // 15 is not a multiple of 8 * 4 layouts below
+        let b = tile(base, 16, 8, 0, 4, 4);
+        // different radix systems that do not divide: must answer "overlap"
+        assert!(a.overlaps(&b) || !a.intervals_meet(&b));
+    }
+}

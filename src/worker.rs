@@ -1,0 +1,310 @@
+//! The Worker: composes Orchestrator, Scheduler and lanes. `init` runs fork hygiene, maps
+//! the heap rings, then starts lane threads and finally the scheduler thread; `close` drains
+//! and joins them.
+
+use crate::error::{err, Error, Result, Status};
+use crate::event::Event;
+use crate::lane::{Completion, Lane, LaneKind, Mailbox};
+use crate::orchestrator::Orchestrator;
+use crate::ring::{HeapRings, SlotTable};
+use crate::run::RunRegistry;
+use crate::scheduler::queues::ReadyQueues;
+use crate::sync::Mutex;
+use crossbeam_queue::SegQueue;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
+use std::thread::JoinHandle;
+
+/// Worker construction parameters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Bytes per heap ring (four rings are mapped). Default 1 GiB; pages are lazy.
+    pub heap_ring_size: u64,
+    /// Task window: slots in flight at once (rounded up to a power of two). Default 16384.
+    pub task_window: u32,
+    /// Back-pressure timeout for slot and heap reservations, in ms. Default 10000.
+    pub timeout_ms: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            heap_ring_size: 1 << 30,
+            task_window: 16384,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+/// The state the orchestrator, scheduler and lanes share.
+pub struct Engine {
+    pub cfg: WorkerConfig,
+    pub slots: SlotTable,
+    pub heap: HeapRings,
+    pub tensormap: crate::tensormap::TensorMap,
+    /// Ready queues: written by the orchestrator (immediately READY) and the scheduler.
+    pub ready: Mutex<ReadyQueues>,
+    /// Completion FIFO: lanes push, the scheduler drains before dispatching.
+    pub completions: SegQueue<Completion>,
+    /// The scheduler's wake edge.
+    pub sched_event: Event,
+    /// Notified when a run's fence reaches zero.
+    pub run_event: Arc<Event>,
+    pub runs: RunRegistry,
+    pub lanes: Vec<Lane>,
+    /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
+    pub lane_by_worker: HashMap<i32, u32>,
+    pub stop: AtomicBool,
+}
+
+impl Engine {
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+    pub fn sub_lane_count(&self) -> usize {
+        self.lanes
+            .iter()
+            .filter(|l| matches!(l.kind, LaneKind::Sub(_)))
+            .count()
+    }
+}
+
+/// Environment defaults that keep transitively linked thread pools from starting threads a
+/// forked lane would inherit; user-supplied values win (seed §8c).
+pub fn fork_hygiene_once() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for (k, v) in [
+            ("OMP_NUM_THREADS", "1"),
+            ("OPENBLAS_NUM_THREADS", "1"),
+            ("MKL_NUM_THREADS", "1"),
+            ("BLIS_NUM_THREADS", "1"),
+        ] {
+            if std::env::var_os(k).is_none() {
+                std::env::set_var(k, v);
+            }
+        }
+    });
+}
+
+pub struct Worker {
+    cfg: WorkerConfig,
+    specs: Vec<LaneKind>,
+    engine: Option<Arc<Engine>>,
+    orch: Option<std::sync::Mutex<Orchestrator>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Worker {
+    pub fn new(cfg: WorkerConfig) -> Result<Worker> {
+        if cfg.task_window == 0 || cfg.task_window > (1 << 24) {
+            return err(
+                Status::InvalidArgument,
+                format!("task_window {} must be in 1..=16777216", cfg.task_window),
+            );
+        }
+        if cfg.heap_ring_size == 0 {
+            return err(Status::InvalidArgument, "heap_ring_size must be positive");
+        }
+        Ok(Worker {
+            cfg,
+            specs: Vec::new(),
+            engine: None,
+            orch: None,
+            threads: Vec::new(),
+        })
+    }
+
+    fn not_started(&self, what: &str) -> Result<()> {
+        if self.engine.is_some() {
+            return err(
+                Status::WrongState,
+                format!("{what}: the worker is already initialised"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Add a NEXT_LEVEL thread lane with a stable, non-negative worker id.
+    pub fn add_next_level_lane(&mut self, worker_id: i32) -> Result<()> {
+        self.not_started("add_next_level_lane")?;
+        if worker_id < 0 {
+            return err(
+                Status::InvalidArgument,
+                format!("worker id {worker_id} must be non-negative"),
+            );
+        }
+        if self.specs.contains(&LaneKind::NextLevel(worker_id)) {
+            return err(
+                Status::DuplicateTarget,
+                format!("worker id {worker_id} is already a lane of this worker"),
+            );
+        }
+        self.specs.push(LaneKind::NextLevel(worker_id));
+        Ok(())
+    }
+
+    /// Add `n` SUB thread lanes.
+    pub fn add_sub_lanes(&mut self, n: u32) -> Result<()> {
+        self.not_started("add_sub_lanes")?;
+        let have = self
+            .specs
+            .iter()
+            .filter(|k| matches!(k, LaneKind::Sub(_)))
+            .count() as u32;
+        if n == 0 || have + n > 1024 {
+            return err(
+                Status::InvalidArgument,
+                format!("SUB lane count {n} out of range (1..=1024 in total)"),
+            );
+        }
+        for k in 0..n {
+            self.specs.push(LaneKind::Sub(have + k));
+        }
+        Ok(())
+    }
+
+    /// Fork hygiene, heap mapping (before any dagrt thread starts), lanes, then scheduler.
+    pub fn init(&mut self) -> Result<()> {
+        self.not_started("init")?;
+        if self.specs.is_empty() {
+            return err(Status::WrongState, "init: the worker has no lanes");
+        }
+        fork_hygiene_once();
+        let heap = HeapRings::new(self.cfg.heap_ring_size).map_err(|x| {
+            Error::new(
+                Status::System,
+                format!(
+                    "mmap of 4 heap rings of {} bytes failed: {x}",
+                    self.cfg.heap_ring_size
+                ),
+            )
+        })?;
+        let lanes: Vec<Lane> = self
+            .specs
+            .iter()
+            .map(|&kind| Lane {
+                kind,
+                mailbox: Mailbox::default(),
+            })
+            .collect();
+        let lane_by_worker = self
+            .specs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| match k {
+                LaneKind::NextLevel(id) => Some((*id, i as u32)),
+                LaneKind::Sub(_) => None,
+            })
+            .collect();
+        let e = Arc::new(Engine {
+            cfg: self.cfg,
+            slots: SlotTable::new(self.cfg.task_window),
+            heap,
+            tensormap: Default::default(),
+            ready: Mutex::new(ReadyQueues::new(lanes.len())),
+            completions: SegQueue::new(),
+            sched_event: Event::default(),
+            run_event: Arc::new(Event::default()),
+            runs: RunRegistry::default(),
+            lanes,
+            lane_by_worker,
+            stop: AtomicBool::new(false),
+        });
+        for i in 0..e.lanes.len() {
+            let e2 = e.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("dagrt-lane-{i}"))
+                .spawn(move || crate::lane::thread::lane_main(e2, i as u32))
+                .map_err(|x| Error::new(Status::System, format!("spawning lane thread: {x}")));
+            match h {
+                Ok(h) => self.threads.push(h),
+                Err(x) => {
+                    self.shutdown_threads(&e);
+                    return Err(x);
+                }
+            }
+        }
+        let e2 = e.clone();
+        match std::thread::Builder::new()
+            .name("dagrt-scheduler".into())
+            .spawn(move || crate::scheduler::scheduler_main(e2))
+        {
+            Ok(h) => self.threads.push(h),
+            Err(x) => {
+                for l in e.lanes.iter() {
+                    l.mailbox.stop();
+                }
+                self.shutdown_threads(&e);
+                return err(Status::System, format!("spawning scheduler thread: {x}"));
+            }
+        }
+        self.orch = Some(std::sync::Mutex::new(Orchestrator::new(e.clone())));
+        self.engine = Some(e);
+        Ok(())
+    }
+
+    fn shutdown_threads(&mut self, e: &Engine) {
+        for l in e.lanes.iter() {
+            l.mailbox.stop();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    pub fn engine(&self) -> Option<&Arc<Engine>> {
+        self.engine.as_ref()
+    }
+
+    pub fn orchestrator(&self) -> Result<&std::sync::Mutex<Orchestrator>> {
+        self.orch.as_ref().ok_or_else(|| {
+            Error::new(
+                Status::WrongState,
+                "the worker is not initialised (call dagrt_worker_init)",
+            )
+        })
+    }
+
+    /// Stop: every run must have closed submission; waits for them to finish, then stops the
+    /// scheduler and lanes. Idempotent.
+    pub fn close(&mut self) -> Result<()> {
+        let Some(e) = self.engine.clone() else {
+            return Ok(());
+        };
+        if let Some(o) = &self.orch {
+            let o = o.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = o.current_run() {
+                return err(
+                    Status::WrongState,
+                    format!("close: run {r} is still open for submission"),
+                );
+            }
+        }
+        for r in e.runs.all() {
+            r.wait(None);
+        }
+        e.stop.store(true, Ordering::Release);
+        e.sched_event.notify();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.orch = None;
+        self.engine = None;
+        Ok(())
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(o) = &self.orch {
+            let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = o.current_run() {
+                let _ = o.fail_run_submission(r, "worker freed while the run was open");
+            }
+        }
+        let _ = self.close();
+    }
+}
