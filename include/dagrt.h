@@ -457,7 +457,8 @@ typedef struct dagrt_worker_config {
    */
   uint64_t heap_ring_size;
   /*
-   Task window: slots in flight at once (rounded up to a power of two). Default 16384.
+   Task window: slots in flight at once (rounded up to a power of two). Default 1048576;
+   slot memory grows with the slots actually in flight, in chunks of 4096.
    */
   uint32_t task_window;
   /*
@@ -692,7 +693,7 @@ enum dagrt_status dagrt_run_stats(const struct dagrt_worker_t *worker, dagrt_run
 enum dagrt_status dagrt_release_run(const struct dagrt_worker_t *worker, dagrt_run_id run);
 
 /*
- Fill `out` with the default configuration (1 GiB per heap ring, 16384-slot task window,
+ Fill `out` with the default configuration (1 GiB per heap ring, 1048576-slot task window,
  10 s back-pressure timeout). Thread-safe.
  */
 enum dagrt_status dagrt_worker_config_default(struct dagrt_worker_config *out);

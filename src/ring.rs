@@ -14,7 +14,7 @@ use crate::task::{CallConfig, Tensor};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 pub const MAX_RING_DEPTH: usize = 4;
@@ -139,8 +139,13 @@ impl Slot {
     }
 }
 
+/// Slots are materialised in chunks of this many as the id range first reaches them, so a
+/// large window costs memory only up to the high-water mark of slots in flight.
+const CHUNK: usize = 4096;
+
 pub struct SlotTable {
-    slots: Box<[Slot]>,
+    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    chunk: usize,
     mask: u64,
     /// Notified when a slot is freed (task-window back-pressure).
     pub freed: Event,
@@ -151,15 +156,10 @@ impl SlotTable {
     /// A table of `window` slots (rounded up to a power of two).
     pub fn new(window: u32) -> SlotTable {
         let n = window.max(2).next_power_of_two() as usize;
-        let slots = (0..n)
-            .map(|_| Slot {
-                core: SlotCore::default(),
-                data: UnsafeCell::new(SlotData::default()),
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
+        let chunk = n.min(CHUNK);
         SlotTable {
-            slots,
+            chunks: (0..n / chunk).map(|_| OnceLock::new()).collect(),
+            chunk,
             mask: n as u64 - 1,
             freed: Event::default(),
             live: AtomicI64::new(0),
@@ -170,12 +170,27 @@ impl SlotTable {
         self.mask + 1
     }
 
+    /// The slot of `id`. Ids reach here only after `claim` materialised their chunk (handles
+    /// are range-checked against the run's submitted ids first).
     pub fn get(&self, id: SlotId) -> &Slot {
-        &self.slots[(id & self.mask) as usize]
+        let i = (id & self.mask) as usize;
+        let c = self.chunks[i / self.chunk]
+            .get()
+            .expect("slot chunk materialised by claim");
+        &c[i % self.chunk]
     }
 
     /// Claim the table entry for `id`, waiting until `deadline` for it to be FREE.
     pub fn claim(&self, id: SlotId, deadline: Option<Instant>) -> bool {
+        let i = (id & self.mask) as usize;
+        self.chunks[i / self.chunk].get_or_init(|| {
+            (0..self.chunk)
+                .map(|_| Slot {
+                    core: SlotCore::default(),
+                    data: UnsafeCell::new(SlotData::default()),
+                })
+                .collect()
+        });
         let s = self.get(id);
         if !self
             .freed

@@ -22,7 +22,8 @@ use std::thread::JoinHandle;
 pub struct WorkerConfig {
     /// Bytes per heap ring (four rings are mapped). Default 1 GiB; pages are lazy.
     pub heap_ring_size: u64,
-    /// Task window: slots in flight at once (rounded up to a power of two). Default 16384.
+    /// Task window: slots in flight at once (rounded up to a power of two). Default 1048576;
+    /// slot memory grows with the slots actually in flight, in chunks of 4096.
     pub task_window: u32,
     /// Back-pressure timeout for slot and heap reservations, in ms. Default 10000.
     pub timeout_ms: u32,
@@ -32,7 +33,7 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
             heap_ring_size: 1 << 30,
-            task_window: 16384,
+            task_window: 1 << 20,
             timeout_ms: 10_000,
         }
     }

@@ -55,7 +55,7 @@ fn worker_mut<'a>(w: *mut dagrt_worker_t) -> Result<&'a mut dagrt_worker_t> {
     need_mut(w, "worker")
 }
 
-/// Fill `out` with the default configuration (1 GiB per heap ring, 16384-slot task window,
+/// Fill `out` with the default configuration (1 GiB per heap ring, 1048576-slot task window,
 /// 10 s back-pressure timeout). Thread-safe.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_config_default(out: *mut WorkerConfig) -> Status {
