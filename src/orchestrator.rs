@@ -13,7 +13,7 @@ use crate::error::{err, Error, Result, Status};
 use crate::event::deadline_after;
 use crate::ring::{align_up, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind};
 use crate::run::{Run, RunId};
-use crate::scheduler::completion::{enqueue_ready, propagate_pending, release_ref};
+use crate::scheduler::completion::{enqueue_ready, propagate_pending, release_ref, retire};
 use crate::scope::{Scope, ScopeError, MAX_SCOPE_DEPTH};
 use crate::slot::{Attach, Claim, Publish, SlotId};
 use crate::task::{
@@ -161,16 +161,47 @@ impl Orchestrator {
         Ok(())
     }
 
-    /// Fail submission: record `msg` as the run's failure and close it. (Cancellation of
-    /// unstarted slots is the failure-semantics issue's work; submitted tasks still run.)
+    /// Fail submission (the seed's cancel_unstarted_run): `msg` becomes the run's failure;
+    /// every slot of the run that has not started is claimed FAILED and counted cancelled,
+    /// running tasks finish, and submission is closed so the run's fence can resolve.
     pub fn fail_run_submission(&mut self, run_id: RunId, msg: &str) -> Result<()> {
         let run = self.check_run_id(run_id)?;
-        run.record_failure(&Arc::from(msg));
-        let e = self.e.clone();
-        while self.scope.depth() > 1 {
-            let _ = self.scope.end(|sid| release_ref(&e, sid));
-        }
+        let msg: Arc<str> = Arc::from(msg);
+        run.record_submission_failure(&msg);
+        self.cancel_unstarted(&run, &msg);
+        self.end_open_scopes();
         self.close_run_submission(run_id)
+    }
+
+    /// Claim every unstarted slot of `run`. All claims (and the takeover of a failure claimed
+    /// while BUILDING) happen first; only then the non-repeatable reference releases. The
+    /// consumers of a cancelled slot are later slots of the same run (edges never cross runs),
+    /// so this same pass claims them; a consumer that a completing producer poisons first is
+    /// retired by that path instead.
+    fn cancel_unstarted(&mut self, run: &Run, msg: &Arc<str>) {
+        let mut claimed = Vec::new();
+        let mut edges = Vec::new();
+        for id in run.first_slot..self.next_slot {
+            let core = &self.e.slots.get(id).core;
+            match core.claim_failure(id, msg, &mut edges) {
+                Claim::Won => claimed.push(id),
+                Claim::Building => {
+                    if core.take_pending_propagation(&mut edges) {
+                        claimed.push(id);
+                    }
+                }
+                Claim::Lost => {
+                    if core.take_pending_propagation(&mut edges) {
+                        claimed.push(id);
+                    }
+                }
+            }
+            edges.clear();
+        }
+        for &id in &claimed {
+            run.count_cancelled();
+            retire(&self.e, id);
+        }
     }
 
     /// End every nested scope still open (used when an orchestration callback returns).

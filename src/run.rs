@@ -20,6 +20,15 @@ pub struct RunCounts {
     pub cancelled: u64,
 }
 
+/// Why a run failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A task (or an endpoint) failed.
+    Task,
+    /// The orchestration callback failed; unstarted tasks were cancelled.
+    Orchestration,
+}
+
 pub struct Run {
     pub id: RunId,
     /// First slot id of this run: handles below it name an earlier run.
@@ -30,8 +39,9 @@ pub struct Run {
     completed: AtomicU64,
     failed: AtomicU64,
     cancelled: AtomicU64,
-    /// First failure of the run, reported by every wait.
-    failure: Mutex<Option<Arc<str>>>,
+    /// First failure of the run, reported by every wait; `orchestration` when the run's
+    /// submission failed (that message wins over task failures).
+    failure: Mutex<Option<(Arc<str>, FailureKind)>>,
     /// Worker-wide run event, notified when any run's fence reaches zero.
     done_event: Arc<Event>,
 }
@@ -91,11 +101,18 @@ impl Run {
         self.active.load(Ordering::Acquire) == 0
     }
 
+    /// Record a task failure; the first one is the run's message.
     pub fn record_failure(&self, msg: &Arc<str>) {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
-            *f = Some(msg.clone());
+            *f = Some((msg.clone(), FailureKind::Task));
         }
+    }
+
+    /// Record the failure of the run's submission: it becomes the run's message.
+    pub fn record_submission_failure(&self, msg: &Arc<str>) {
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        *f = Some((msg.clone(), FailureKind::Orchestration));
     }
 
     pub fn count_completed(&self) {
@@ -117,7 +134,7 @@ impl Run {
     }
 
     /// The terminal result: the first failure message, if any.
-    pub fn result(&self) -> Result<(), Arc<str>> {
+    pub fn result(&self) -> Result<(), (Arc<str>, FailureKind)> {
         match &*self.failure.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(m) => Err(m.clone()),
             None => Ok(()),

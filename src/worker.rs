@@ -72,11 +72,28 @@ impl Engine {
     }
 }
 
+/// The pthread_atfork landing pad (seed §8c). No dagrt lock is held across a fork point
+/// today; as locks that can be held there appear, `prepare` takes them in the seed's order
+/// (callable registry -> worker manager -> worker thread -> scheduler -> allocator ->
+/// tensormap, coarse to fine) and the parent/child handlers release them in reverse.
+extern "C" fn atfork_prepare() {}
+extern "C" fn atfork_parent() {}
+extern "C" fn atfork_child() {}
+
 /// Environment defaults that keep transitively linked thread pools from starting threads a
-/// forked lane would inherit; user-supplied values win (seed §8c).
+/// forked lane would inherit; user-supplied values win (seed §8c). Also registers the
+/// pthread_atfork landing pad, once per process.
 pub fn fork_hygiene_once() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        // SAFETY: registering three no-op handlers with static lifetime.
+        unsafe {
+            libc::pthread_atfork(
+                Some(atfork_prepare),
+                Some(atfork_parent),
+                Some(atfork_child),
+            );
+        }
         for (k, v) in [
             ("OMP_NUM_THREADS", "1"),
             ("OPENBLAS_NUM_THREADS", "1"),

@@ -3,7 +3,7 @@
 use super::worker::worker_ref;
 use super::{boundary, need_mut};
 use crate::error::{err, Error, Result, Status};
-use crate::run::{Run, RunCounts, RunId};
+use crate::run::{FailureKind, Run, RunCounts, RunId};
 use crate::worker::Engine;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +47,8 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
     }
     match r.result() {
         Ok(()) => Ok(true),
-        Err(m) => err(Status::TaskFailed, m.to_string()),
+        Err((m, FailureKind::Task)) => err(Status::TaskFailed, m.to_string()),
+        Err((m, FailureKind::Orchestration)) => err(Status::OrchestrationFailed, m.to_string()),
     }
 }
 

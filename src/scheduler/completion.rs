@@ -96,7 +96,7 @@ pub fn propagate_pending(e: &Engine, sid: SlotId) {
 
 /// A terminal slot gives back what it holds: its references on producers, then its own
 /// self-release.
-fn retire(e: &Engine, sid: SlotId) {
+pub(crate) fn retire(e: &Engine, sid: SlotId) {
     // SAFETY: the slot is terminal; its producer list is no longer written.
     let d = unsafe { e.slots.get(sid).data() };
     for i in 0..d.producers.len() {
