@@ -260,6 +260,27 @@ typedef uint32_t dagrt_callable_kind;
 #endif // __cplusplus
 
 /*
+ Message severity.
+ */
+enum dagrt_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  DAGRT_LOG_LEVEL_ERROR = 0,
+  DAGRT_LOG_LEVEL_WARN = 1,
+  DAGRT_LOG_LEVEL_INFO = 2,
+  DAGRT_LOG_LEVEL_DEBUG = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum dagrt_log_level dagrt_log_level;
+#else
+typedef uint32_t dagrt_log_level;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/*
  A growable task-argument list (tensors, scalars, explicit deps). Not thread-safe; free
  with `dagrt_args_free`.
  */
@@ -279,6 +300,12 @@ typedef struct dagrt_orch_t dagrt_orch_t;
  stats) are thread-safe. Using a worker after `dagrt_worker_free` is undefined behaviour.
  */
 typedef struct dagrt_worker_t dagrt_worker_t;
+
+/*
+ A log hook: called from runtime threads (the scheduler thread for stall warnings) with a
+ NUL-terminated message valid during the call.
+ */
+typedef void (*dagrt_log_fn)(uint32_t level, const char *msg, void *user);
 
 /*
  A tensor argument: a strided view into memory, plus its tag.
@@ -523,6 +550,14 @@ const char *dagrt_status_str(int32_t code);
  Compare with the header's DAGRT_VERSION_* macros to detect a header/library mismatch.
  */
 const char *dagrt_version(void);
+
+/*
+ Install a process-wide log hook for runtime diagnostics (e.g. the scheduler's stall
+ warning), called from runtime threads with a `dagrt_log_level` and a message valid during
+ the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
+ variable (error, warn, info, debug; default warn). Thread-safe.
+ */
+enum dagrt_status dagrt_set_log_hook(dagrt_log_fn hook, void *user);
 
 /*
  Initialise `out` as a dense (row-major) view of `shape[0..ndim]` elements of `dtype` at

@@ -11,6 +11,7 @@ pub mod capi;
 pub mod error;
 pub mod event;
 pub mod lane;
+pub mod log;
 pub mod orchestrator;
 pub mod ring;
 pub mod run;

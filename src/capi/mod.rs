@@ -114,3 +114,18 @@ pub extern "C" fn dagrt_status_str(code: i32) -> *const c_char {
 pub extern "C" fn dagrt_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
+
+/// Install a process-wide log hook for runtime diagnostics (e.g. the scheduler's stall
+/// warning), called from runtime threads with a `dagrt_log_level` and a message valid during
+/// the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
+/// variable (error, warn, info, debug; default warn). Thread-safe.
+#[no_mangle]
+pub extern "C" fn dagrt_set_log_hook(
+    hook: crate::log::LogFn,
+    user: *mut std::ffi::c_void,
+) -> Status {
+    boundary(|| {
+        crate::log::set_hook(hook, user);
+        Ok(())
+    })
+}

@@ -15,6 +15,7 @@ use crate::slot::Edge;
 use crate::worker::Engine;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 struct Sched {
     e: Arc<Engine>,
@@ -27,7 +28,19 @@ struct Sched {
     posts: Vec<(u32, Job)>,
     edges: Vec<Edge>,
     idle_subs: Vec<u32>,
+    /// The current stall episode of a blocked group head, if any.
+    stall: Option<Stall>,
 }
+
+/// A blocked group head is structurally stalled when one of its reserved targets is idle
+/// and has singles queued behind the reservation. One warning per episode after 5 s.
+struct Stall {
+    head: crate::slot::SlotId,
+    since: Instant,
+    warned: bool,
+}
+
+const STALL_WARNING_AFTER: Duration = Duration::from_secs(5);
 
 /// Body of the scheduler thread.
 pub fn scheduler_main(e: Arc<Engine>) {
@@ -47,6 +60,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
         posts: Vec::new(),
         edges: Vec::new(),
         idle_subs: Vec::new(),
+        stall: None,
     };
     s.run();
 }
@@ -71,7 +85,12 @@ impl Sched {
                 return;
             }
             if !progress {
-                self.e.sched_event.wait(seen, None);
+                let deadline = self
+                    .stall
+                    .as_ref()
+                    .filter(|st| !st.warned)
+                    .map(|st| st.since + STALL_WARNING_AFTER);
+                self.e.sched_event.wait(seen, deadline);
             }
         }
     }
@@ -105,6 +124,7 @@ impl Sched {
                 return false;
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
+            let mut blocked_head = None;
             // Group FIFO head: launch only on a fully idle target set, else reserve it.
             while let Some(sid) = q.group.peek() {
                 // SAFETY: READY slot popped by the scheduler; targets are immutable.
@@ -113,6 +133,7 @@ impl Sched {
                     for &l in &d.targets {
                         self.reserved[l as usize] = true;
                     }
+                    blocked_head = Some(sid);
                     break;
                 }
                 q.group.pop();
@@ -132,6 +153,7 @@ impl Sched {
                     ));
                 }
             }
+            self.watch_stall(blocked_head, &q);
             // Singles: each lane's own FIFO, never another's.
             for &l in &self.next_level {
                 let l = l as usize;
@@ -187,6 +209,67 @@ impl Sched {
             e.lanes[l as usize].mailbox.post(job);
         }
         posted
+    }
+}
+
+impl Sched {
+    /// Track the stall episode of the blocked group head; warn once per episode.
+    fn watch_stall(&mut self, head: Option<crate::slot::SlotId>, q: &queues::ReadyQueues) {
+        let Some(head) = head else {
+            self.stall = None;
+            return;
+        };
+        // SAFETY: the head is READY in the group FIFO; targets are immutable.
+        let d = unsafe { self.e.slots.get(head).data() };
+        let stalled = d
+            .targets
+            .iter()
+            .any(|&l| !self.busy[l as usize] && !q.singles[l as usize].is_empty());
+        if !stalled {
+            self.stall = None;
+            return;
+        }
+        let now = Instant::now();
+        let st = match &mut self.stall {
+            Some(st) if st.head == head => st,
+            _ => self.stall.insert(Stall {
+                head,
+                since: now,
+                warned: false,
+            }),
+        };
+        if st.warned || now.duration_since(st.since) < STALL_WARNING_AFTER {
+            return;
+        }
+        st.warned = true;
+        let id = |l: u32| self.e.lanes[l as usize].kind.view_id();
+        let busy: Vec<i32> = d
+            .targets
+            .iter()
+            .filter(|&&l| self.busy[l as usize])
+            .map(|&l| id(l))
+            .collect();
+        let queued: Vec<String> = d
+            .targets
+            .iter()
+            .filter(|&&l| !self.busy[l as usize] && !q.singles[l as usize].is_empty())
+            .map(|&l| {
+                format!(
+                    "{} (single FIFO head slot {})",
+                    id(l),
+                    q.singles[l as usize].peek().unwrap_or(0)
+                )
+            })
+            .collect();
+        crate::log::emit(
+            crate::log::LogLevel::Warn,
+            &format!(
+                "group slot {head} at the group FIFO head has been blocked for {} s: busy targets {busy:?}; \
+                 idle-but-queued targets [{}] are reserved for it",
+                STALL_WARNING_AFTER.as_secs(),
+                queued.join(", ")
+            ),
+        );
     }
 }
 

@@ -1,0 +1,74 @@
+//! Diagnostics: messages from the runtime (e.g. the scheduler's stall warning) go through a
+//! log hook the host can install; by default they go to stderr, filtered by `DAGRT_LOG`
+//! (error, warn, info, debug; default warn).
+
+use std::ffi::{c_char, c_void, CString};
+use std::sync::{OnceLock, RwLock};
+
+/// Message severity.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error = 0,
+    Warn = 1,
+    Info = 2,
+    Debug = 3,
+}
+
+/// A log hook: called from runtime threads (the scheduler thread for stall warnings) with a
+/// NUL-terminated message valid during the call.
+pub type LogFn = Option<unsafe extern "C" fn(level: u32, msg: *const c_char, user: *mut c_void)>;
+
+struct Hook {
+    f: LogFn,
+    user: usize,
+}
+
+fn hook() -> &'static RwLock<Hook> {
+    static H: OnceLock<RwLock<Hook>> = OnceLock::new();
+    H.get_or_init(|| RwLock::new(Hook { f: None, user: 0 }))
+}
+
+fn env_level() -> LogLevel {
+    static L: OnceLock<LogLevel> = OnceLock::new();
+    *L.get_or_init(|| {
+        match std::env::var("DAGRT_LOG")
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "error" => LogLevel::Error,
+            "info" => LogLevel::Info,
+            "debug" => LogLevel::Debug,
+            _ => LogLevel::Warn,
+        }
+    })
+}
+
+/// Install (or with `None`, remove) the process-wide log hook.
+pub fn set_hook(f: LogFn, user: *mut c_void) {
+    let mut h = hook().write().unwrap_or_else(|p| p.into_inner());
+    *h = Hook {
+        f,
+        user: user as usize,
+    };
+}
+
+/// Emit a message: to the hook if one is installed (every level), else to stderr when
+/// `level` passes `DAGRT_LOG`.
+pub fn emit(level: LogLevel, msg: &str) {
+    let h = hook().read().unwrap_or_else(|p| p.into_inner());
+    match h.f {
+        Some(f) => {
+            let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+            // SAFETY: the host installed `f` for exactly this call; `c` outlives the call.
+            unsafe { f(level as u32, c.as_ptr(), h.user as *mut c_void) };
+        }
+        None => {
+            if level <= env_level() {
+                let name = ["error", "warn", "info", "debug"][level as usize];
+                eprintln!("dagrt [{name}] {msg}");
+            }
+        }
+    }
+}
