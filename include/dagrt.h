@@ -792,6 +792,27 @@ enum dagrt_status dagrt_worker_run(struct dagrt_worker_t *worker, dagrt_orch_fn 
  */
 enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct dagrt_worker_stats_t *out);
 
+/*
+ Start recording a timeline trace, written to `path` (Chrome trace-event JSON, opens in
+ Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
+ one slice per task with its callable name, run id and slot, flow arrows for dependency
+ edges, and the scheduler's completion and dispatch passes. Setting the DAGRT_TRACE
+ environment variable to a path starts a trace at init. The worker must be initialised.
+ */
+enum dagrt_status dagrt_worker_trace_start(struct dagrt_worker_t *worker, const char *path);
+
+/*
+ Stop recording and write the trace file started by `dagrt_worker_trace_start` (or
+ DAGRT_TRACE). A no-op when no trace is being recorded.
+ */
+enum dagrt_status dagrt_worker_trace_stop(struct dagrt_worker_t *worker);
+
+/*
+ Write the DAG of `run` (tasks and dependency edges recorded while a trace was being
+ recorded) to `path` in Graphviz DOT. Dashed edges are ordering-only (add_dep_wait).
+ */
+enum dagrt_status dagrt_worker_write_dot(struct dagrt_worker_t *worker, dagrt_run_id run, const char *path);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

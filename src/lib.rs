@@ -21,5 +21,6 @@ pub mod slot;
 pub(crate) mod sync;
 pub mod task;
 pub mod tensormap;
+pub mod trace;
 pub mod view;
 pub mod worker;

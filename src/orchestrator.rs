@@ -390,6 +390,19 @@ impl Orchestrator {
             let _: Claim = slot.core.claim_failure(sid, &m, &mut Vec::new());
         }
 
+        if self.e.trace.on() {
+            let label = match kind {
+                SubmitKind::NextLevel => "next_level",
+                SubmitKind::NextLevelGroup => "next_level_group",
+                SubmitKind::Sub => "sub",
+                SubmitKind::SubGroup => "sub_group",
+            };
+            self.e.trace.node(run.id, sid, &entry.name, label);
+            for &(p, retain) in &self.producers {
+                self.e.trace.edge(run.id, p, sid, retain);
+            }
+        }
+
         // Step 6: publication.
         match slot.core.publish(live) {
             Publish::Ready => enqueue_ready(&self.e, sid, true),

@@ -58,6 +58,8 @@ pub struct Engine {
     /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
     pub lane_by_worker: HashMap<i32, u32>,
     pub stop: AtomicBool,
+    /// Timeline trace (off unless started).
+    pub trace: crate::trace::Trace,
 }
 
 impl Engine {
@@ -230,7 +232,20 @@ impl Worker {
             lanes,
             lane_by_worker,
             stop: AtomicBool::new(false),
+            trace: crate::trace::Trace::new(
+                self.specs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| match k {
+                        LaneKind::NextLevel(id) => format!("lane {i}: NEXT_LEVEL worker {id}"),
+                        LaneKind::Sub(n) => format!("lane {i}: SUB {n}"),
+                    })
+                    .collect(),
+            ),
         });
+        if let Some(p) = std::env::var_os("DAGRT_TRACE").filter(|p| !p.is_empty()) {
+            e.trace.start(p.into());
+        }
         for i in 0..e.lanes.len() {
             let e2 = e.clone();
             let h = std::thread::Builder::new()
@@ -308,6 +323,12 @@ impl Worker {
         e.sched_event.notify();
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if let Err(x) = e.trace.stop() {
+            crate::log::emit(
+                crate::log::LogLevel::Error,
+                &format!("writing the trace failed: {x}"),
+            );
         }
         self.orch = None;
         self.engine = None;

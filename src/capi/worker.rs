@@ -248,3 +248,68 @@ pub extern "C" fn dagrt_worker_stats(
         Ok(())
     })
 }
+
+/// Start recording a timeline trace, written to `path` (Chrome trace-event JSON, opens in
+/// Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
+/// one slice per task with its callable name, run id and slot, flow arrows for dependency
+/// edges, and the scheduler's completion and dispatch passes. Setting the DAGRT_TRACE
+/// environment variable to a path starts a trace at init. The worker must be initialised.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_trace_start(
+    worker: *mut dagrt_worker_t,
+    path: *const std::ffi::c_char,
+) -> Status {
+    boundary(|| {
+        let p = super::need_str(path, "path")?;
+        let w = worker_mut(worker)?;
+        let e = w
+            .worker
+            .engine()
+            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        e.trace.start(p.into());
+        Ok(())
+    })
+}
+
+/// Stop recording and write the trace file started by `dagrt_worker_trace_start` (or
+/// DAGRT_TRACE). A no-op when no trace is being recorded.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_trace_stop(worker: *mut dagrt_worker_t) -> Status {
+    boundary(|| {
+        let w = worker_mut(worker)?;
+        let e = w
+            .worker
+            .engine()
+            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        e.trace
+            .stop()
+            .map_err(|x| Error::new(Status::System, format!("writing the trace: {x}")))?;
+        Ok(())
+    })
+}
+
+/// Write the DAG of `run` (tasks and dependency edges recorded while a trace was being
+/// recorded) to `path` in Graphviz DOT. Dashed edges are ordering-only (add_dep_wait).
+#[no_mangle]
+pub extern "C" fn dagrt_worker_write_dot(
+    worker: *mut dagrt_worker_t,
+    run: RunId,
+    path: *const std::ffi::c_char,
+) -> Status {
+    boundary(|| {
+        let p = super::need_str(path, "path")?;
+        let w = worker_mut(worker)?;
+        let e = w
+            .worker
+            .engine()
+            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        if e.trace.node_count(run) == 0 {
+            return err(
+                Status::InvalidArgument,
+                format!("no graph was recorded for run {run} (start a trace before building it)"),
+            );
+        }
+        std::fs::write(p, e.trace.dot(run))
+            .map_err(|x| Error::new(Status::System, format!("writing {p}: {x}")))
+    })
+}

@@ -55,7 +55,22 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
     };
     // SAFETY: the executor was registered for exactly this call shape; `view` and everything
     // it points to outlive the call.
+    let traced = e.trace.on();
+    let t0 = if traced { e.trace.now() } else { 0 };
     let rc = unsafe { (entry.exec)(&view, entry.user) };
+    if traced {
+        let failed = rc != 0 || fail.msg.is_some();
+        e.trace.task(
+            idx,
+            &entry.name,
+            view.run_id,
+            job.slot,
+            job.member,
+            t0,
+            e.trace.now(),
+            failed,
+        );
+    }
     match (rc, fail.msg) {
         (0, None) => None,
         (_, Some(m)) => Some(Arc::from(format!(

@@ -69,12 +69,26 @@ impl Sched {
     fn run(&mut self) {
         loop {
             let seen = self.e.sched_event.generation();
-            let mut progress = false;
+            let traced = self.e.trace.on();
+            let t0 = if traced { self.e.trace.now() } else { 0 };
+            let mut done = 0;
             while let Some(c) = self.e.completions.pop() {
                 self.on_completion(c);
-                progress = true;
+                done += 1;
             }
-            progress |= self.dispatch();
+            let t1 = if traced { self.e.trace.now() } else { 0 };
+            let posted = self.dispatch();
+            if traced {
+                if done > 0 {
+                    self.e.trace.sched("completions", t0, t1, done);
+                }
+                if posted > 0 {
+                    self.e
+                        .trace
+                        .sched("dispatch", t1, self.e.trace.now(), posted as u32);
+                }
+            }
+            let progress = done > 0 || posted > 0;
             if self.e.stop.load(Ordering::Acquire)
                 && !self.busy.iter().any(|&b| b)
                 && self.e.completions.is_empty()
@@ -115,13 +129,13 @@ impl Sched {
         completion::complete_task(&self.e, c.slot, failure, &mut self.edges);
     }
 
-    /// One dispatch pass; true if anything was posted.
-    fn dispatch(&mut self) -> bool {
+    /// One dispatch pass; returns how many jobs it posted.
+    fn dispatch(&mut self) -> usize {
         let e = self.e.clone();
         {
             let mut q = crate::sync::lock(&e.ready);
             if q.is_empty() {
-                return false;
+                return 0;
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
             let mut blocked_head = None;
@@ -204,7 +218,7 @@ impl Sched {
                 }
             }
         }
-        let posted = !self.posts.is_empty();
+        let posted = self.posts.len();
         for (l, job) in self.posts.drain(..) {
             e.lanes[l as usize].mailbox.post(job);
         }

@@ -1,0 +1,268 @@
+//! Timeline tracing: Chrome trace-event JSON (opens in Perfetto and chrome://tracing) with one
+//! track per lane, one slice per task (callable name, run id, slot), flow arrows for the
+//! dependency edges, and a scheduler track; plus a Graphviz DOT export of a run's DAG.
+//!
+//! Recording is off unless a trace was started (`DAGRT_TRACE=<path>` at init, or
+//! `dagrt_worker_trace_start`); when off, the hot path pays one relaxed load per event site.
+
+use crate::run::RunId;
+use crate::slot::SlotId;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+struct TaskEvent {
+    lane: u32,
+    name: &'static str,
+    run: RunId,
+    slot: SlotId,
+    member: u32,
+    t0: u64,
+    t1: u64,
+    failed: bool,
+}
+
+struct Node {
+    run: RunId,
+    slot: SlotId,
+    name: &'static str,
+    kind: &'static str,
+}
+
+struct EdgeEvent {
+    run: RunId,
+    from: SlotId,
+    to: SlotId,
+    retain: bool,
+}
+
+struct SchedEvent {
+    name: &'static str,
+    t0: u64,
+    t1: u64,
+    count: u32,
+}
+
+#[derive(Default)]
+struct Buffers {
+    tasks: Vec<TaskEvent>,
+    nodes: Vec<Node>,
+    edges: Vec<EdgeEvent>,
+    sched: Vec<SchedEvent>,
+}
+
+pub struct Trace {
+    enabled: AtomicBool,
+    epoch: Instant,
+    /// Lane names by lane index, fixed at init.
+    lane_names: Vec<String>,
+    path: Mutex<Option<PathBuf>>,
+    /// Event buffers; each recording site holds the lock for one push.
+    buf: Mutex<Buffers>,
+}
+
+impl Trace {
+    pub fn new(lane_names: Vec<String>) -> Trace {
+        Trace {
+            enabled: AtomicBool::new(false),
+            epoch: Instant::now(),
+            lane_names,
+            path: Mutex::new(None),
+            buf: Mutex::new(Buffers::default()),
+        }
+    }
+
+    #[inline]
+    pub fn on(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Buffers> {
+        self.buf.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start recording; the trace is written to `path` by `stop`.
+    pub fn start(&self, path: PathBuf) {
+        *self.path.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+        self.enabled.store(true, Ordering::Release);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn task(
+        &self,
+        lane: u32,
+        name: &'static str,
+        run: RunId,
+        slot: SlotId,
+        member: u32,
+        t0: u64,
+        t1: u64,
+        failed: bool,
+    ) {
+        self.lock().tasks.push(TaskEvent {
+            lane,
+            name,
+            run,
+            slot,
+            member,
+            t0,
+            t1,
+            failed,
+        });
+    }
+
+    pub fn node(&self, run: RunId, slot: SlotId, name: &'static str, kind: &'static str) {
+        self.lock().nodes.push(Node {
+            run,
+            slot,
+            name,
+            kind,
+        });
+    }
+
+    pub fn edge(&self, run: RunId, from: SlotId, to: SlotId, retain: bool) {
+        self.lock().edges.push(EdgeEvent {
+            run,
+            from,
+            to,
+            retain,
+        });
+    }
+
+    pub fn sched(&self, name: &'static str, t0: u64, t1: u64, count: u32) {
+        self.lock().sched.push(SchedEvent {
+            name,
+            t0,
+            t1,
+            count,
+        });
+    }
+
+    /// Stop recording and write the Chrome trace JSON. Returns the path written, if any.
+    pub fn stop(&self) -> std::io::Result<Option<PathBuf>> {
+        self.enabled.store(false, Ordering::Release);
+        let Some(path) = self.path.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Ok(None);
+        };
+        let json = self.chrome_json();
+        let mut f = std::fs::File::create(&path)?;
+        f.write_all(json.as_bytes())?;
+        Ok(Some(path))
+    }
+
+    /// The recorded events as a Chrome trace-event JSON document.
+    pub fn chrome_json(&self) -> String {
+        let b = self.lock();
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let sched_tid = self.lane_names.len() as u32;
+        let mut ev: Vec<String> = Vec::new();
+        ev.push(
+            r#"{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"dagrt worker"}}"#
+                .into(),
+        );
+        for (i, n) in self.lane_names.iter().enumerate() {
+            ev.push(format!(
+                r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{i},"args":{{"name":{}}}}}"#,
+                quote(n)
+            ));
+            ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{i},"args":{{"sort_index":{i}}}}}"#));
+        }
+        ev.push(format!(r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{sched_tid},"args":{{"name":"scheduler"}}}}"#));
+        ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{sched_tid},"args":{{"sort_index":{sched_tid}}}}}"#));
+        // Task slices; remember where member 0 of each task ran for the flow arrows.
+        let mut placed = std::collections::HashMap::new();
+        for t in &b.tasks {
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"task","name":{},"pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"run":{},"slot":{},"member":{},"failed":{}}}}}"#,
+                quote(t.name),
+                t.lane,
+                us(t.t0),
+                us(t.t1.saturating_sub(t.t0)),
+                t.run,
+                t.slot,
+                t.member,
+                t.failed
+            ));
+            if t.member == 0 {
+                placed.insert((t.run, t.slot), (t.lane, t.t0, t.t1));
+            }
+        }
+        for (i, e) in b.edges.iter().enumerate() {
+            let (Some(&(pl, _, p1)), Some(&(cl, c0, _))) =
+                (placed.get(&(e.run, e.from)), placed.get(&(e.run, e.to)))
+            else {
+                continue;
+            };
+            let cat = if e.retain { "dep" } else { "dep_wait" };
+            ev.push(format!(
+                r#"{{"ph":"s","cat":"{cat}","name":"dep","id":{i},"pid":1,"tid":{pl},"ts":{:.3}}}"#,
+                us(p1.saturating_sub(1))
+            ));
+            ev.push(format!(r#"{{"ph":"f","bp":"e","cat":"{cat}","name":"dep","id":{i},"pid":1,"tid":{cl},"ts":{:.3}}}"#, us(c0)));
+        }
+        for s in &b.sched {
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"scheduler","name":"{}","pid":1,"tid":{sched_tid},"ts":{:.3},"dur":{:.3},"args":{{"count":{}}}}}"#,
+                s.name,
+                us(s.t0),
+                us(s.t1.saturating_sub(s.t0)),
+                s.count
+            ));
+        }
+        let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+        out.push_str(&ev.join(",\n"));
+        out.push_str("\n]}\n");
+        out
+    }
+
+    /// The DAG of `run` as recorded while tracing, in Graphviz DOT.
+    pub fn dot(&self, run: RunId) -> String {
+        let b = self.lock();
+        let mut s = format!("digraph \"dagrt_run_{run}\" {{\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
+        for n in b.nodes.iter().filter(|n| n.run == run) {
+            let _ = writeln!(
+                s,
+                "  t{} [label={}];",
+                n.slot,
+                quote(&format!("{}\n{} slot {}", n.name, n.kind, n.slot))
+            );
+        }
+        for e in b.edges.iter().filter(|e| e.run == run) {
+            let style = if e.retain { "" } else { " [style=dashed]" };
+            let _ = writeln!(s, "  t{} -> t{}{style};", e.from, e.to);
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    /// Nodes recorded for `run` (for tests).
+    pub fn node_count(&self, run: RunId) -> usize {
+        self.lock().nodes.iter().filter(|n| n.run == run).count()
+    }
+}
+
+/// A JSON string literal (also valid as a DOT quoted string for the characters we emit).
+fn quote(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(q, "\\u{:04x}", c as u32);
+            }
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}

@@ -1,0 +1,156 @@
+//! The timeline trace is well-formed Chrome trace-event JSON (what Perfetto's JSON loader
+//! reads): metadata names every lane, every task is one complete ("X") slice with its callable
+//! name, run id and slot, flow arrows pair up, and the DOT export names every edge.
+
+use dagrt::callable::{register, CallableKind};
+use dagrt::orchestrator::SubmitKind;
+use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
+use dagrt::worker::{Worker, WorkerConfig};
+use serde_json::Value;
+use std::ffi::c_void;
+
+unsafe extern "C" fn touch(t: *const TaskView, _u: *mut c_void) -> i32 {
+    // SAFETY: the runtime passes a valid view whose tensors point at live u64 buffers.
+    unsafe {
+        let v = &*t;
+        let p = (*v.tensors.add(v.num_tensors as usize - 1)).data as *mut u64;
+        *p = p.read_volatile().wrapping_add(1);
+    }
+    0
+}
+
+fn tensor(p: *mut u64, tag: Tag) -> Tensor {
+    let mut shape = [0; 5];
+    shape[0] = 1;
+    Tensor {
+        data: p.cast(),
+        offset: 0,
+        ndim: 1,
+        dtype: DataType::U64 as u32,
+        tag: tag as u32,
+        reserved: 0,
+        shape,
+        strides: [0; 5],
+    }
+}
+
+#[test]
+fn trace_is_chrome_json_and_dot_names_edges() {
+    let dir = std::env::temp_dir().join(format!("dagrt-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.json");
+    let mut w = Worker::new(WorkerConfig::default()).unwrap();
+    w.add_next_level_lane(5).unwrap();
+    w.add_sub_lanes(2).unwrap();
+    w.init().unwrap();
+    let e = w.engine().unwrap().clone();
+    e.trace.start(path.clone());
+    let c = register(
+        "trace.touch",
+        7,
+        CallableKind::Task as u32,
+        touch,
+        std::ptr::null_mut(),
+    )
+    .unwrap();
+    let mut bufs = vec![0u64; 4];
+    let p = bufs.as_mut_ptr();
+    let run = {
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let run = o.begin_run().unwrap();
+        // a -> (b, c) -> d over buffers 0..3
+        // SAFETY: indices are within the 4-element vector, which outlives the run.
+        let (b0, b1, b2, b3) = unsafe { (p, p.add(1), p.add(2), p.add(3)) };
+        let mut submit = |kind, ts: &mut [Tensor]| {
+            let a = TaskArgs {
+                tensors: ts.as_mut_ptr(),
+                num_tensors: ts.len() as u32,
+                num_scalars: 0,
+                scalars: std::ptr::null(),
+                deps: std::ptr::null(),
+                num_deps: 0,
+                reserved: 0,
+            };
+            let workers: &[i32] = if kind == SubmitKind::NextLevel {
+                &[5]
+            } else {
+                &[]
+            };
+            o.submit(kind, &c, &[a], &CallConfig::default(), workers)
+                .unwrap()
+        };
+        submit(SubmitKind::NextLevel, &mut [tensor(b0, Tag::Output)]);
+        submit(
+            SubmitKind::Sub,
+            &mut [tensor(b0, Tag::Input), tensor(b1, Tag::Output)],
+        );
+        submit(
+            SubmitKind::Sub,
+            &mut [tensor(b0, Tag::Input), tensor(b2, Tag::Output)],
+        );
+        submit(
+            SubmitKind::NextLevel,
+            &mut [
+                tensor(b1, Tag::Input),
+                tensor(b2, Tag::Input),
+                tensor(b3, Tag::Output),
+            ],
+        );
+        o.close_run_submission(run).unwrap();
+        run
+    };
+    assert!(e.runs.get(run).unwrap().wait(None));
+    let dot = e.trace.dot(run);
+    e.trace.stop().unwrap();
+
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("valid JSON");
+    let evs = v["traceEvents"].as_array().expect("traceEvents array");
+    let names: Vec<&str> = evs
+        .iter()
+        .filter(|x| x["ph"] == "M" && x["name"] == "thread_name")
+        .map(|x| x["args"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.iter().any(|n| n.contains("NEXT_LEVEL worker 5")));
+    assert_eq!(names.iter().filter(|n| n.contains("SUB")).count(), 2);
+    assert!(names.contains(&"scheduler"));
+    let tasks: Vec<&Value> = evs
+        .iter()
+        .filter(|x| x["ph"] == "X" && x["cat"] == "task")
+        .collect();
+    assert_eq!(tasks.len(), 4, "one slice per task");
+    for t in &tasks {
+        assert_eq!(t["name"], "trace.touch");
+        assert!(t["ts"].as_f64().unwrap() >= 0.0 && t["dur"].as_f64().unwrap() >= 0.0);
+        assert_eq!(t["args"]["run"].as_u64().unwrap(), run);
+        assert!(t["args"]["slot"].is_u64());
+        assert!(t["pid"].is_u64() && t["tid"].is_u64());
+    }
+    // the NEXT_LEVEL tasks ran on lane 0 (worker id 5)
+    let first = tasks
+        .iter()
+        .min_by(|a, b| a["ts"].as_f64().partial_cmp(&b["ts"].as_f64()).unwrap())
+        .unwrap();
+    assert_eq!(first["tid"], 0);
+    let starts: Vec<&Value> = evs.iter().filter(|x| x["ph"] == "s").collect();
+    let finishes: Vec<&Value> = evs.iter().filter(|x| x["ph"] == "f").collect();
+    assert_eq!(starts.len(), 4, "edges a->b, a->c, b->d, c->d");
+    assert_eq!(finishes.len(), 4);
+    for s in &starts {
+        let f = finishes
+            .iter()
+            .find(|f| f["id"] == s["id"])
+            .expect("paired flow");
+        assert!(
+            f["ts"].as_f64().unwrap() >= s["ts"].as_f64().unwrap(),
+            "arrow goes forward in time"
+        );
+        assert_eq!(f["bp"], "e");
+    }
+    assert!(evs.iter().any(|x| x["cat"] == "scheduler"));
+    assert_eq!(dot.matches(" -> ").count(), 4, "{dot}");
+    assert!(dot.starts_with("digraph"));
+    drop(w);
+    assert_eq!(bufs, vec![1, 1, 1, 1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
