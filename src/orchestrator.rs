@@ -52,6 +52,10 @@ pub struct Orchestrator {
     producers: Vec<(SlotId, bool)>,
     /// Scratch: footprint of each tensor of the submit in progress (None: touches nothing).
     footprints: Vec<Option<Footprint>>,
+    /// Scratch: target lane indexes of the submit in progress.
+    targets: Vec<u32>,
+    /// Resolved callables (registry entries are never removed, so the cache never goes stale).
+    callables: std::collections::HashMap<[u8; 32], &'static Entry>,
 }
 
 impl Orchestrator {
@@ -64,6 +68,8 @@ impl Orchestrator {
             next_slot: 1,
             producers: Vec::new(),
             footprints: Vec::new(),
+            targets: Vec::new(),
+            callables: std::collections::HashMap::new(),
         }
     }
 
@@ -248,7 +254,7 @@ impl Orchestrator {
         workers: &[i32],
     ) -> Result<TaskHandle> {
         let run = self.building()?;
-        let (entry, targets, heap_bytes) = self.validate(kind, callable, members, workers, &run)?;
+        let (entry, heap_bytes) = self.validate(kind, callable, members, workers, &run)?;
 
         // Step 1: slot and heap slab (the only blocking point).
         let sid = self.next_slot;
@@ -290,7 +296,7 @@ impl Orchestrator {
         d.group = matches!(kind, SubmitKind::NextLevelGroup | SubmitKind::SubGroup);
         d.entry = Some(entry);
         d.config = *config;
-        d.targets.extend_from_slice(&targets);
+        d.targets.extend_from_slice(&self.targets);
         d.heap = heap.map(|h| h.1);
 
         // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
@@ -425,9 +431,14 @@ impl Orchestrator {
         members: &[TaskArgs],
         workers: &[i32],
         run: &Run,
-    ) -> Result<(&'static Entry, Vec<u32>, u64)> {
+    ) -> Result<(&'static Entry, u64)> {
+        let cached = self
+            .callables
+            .get(&callable.digest)
+            .copied()
+            .filter(|e| e.ident == *callable);
         let entry =
-            match callable::resolve(callable) {
+            match cached.or_else(|| callable::resolve(callable)) {
                 Some(e) if e.ident.kind == CallableKind::Task as u32 => e,
                 Some(e) => {
                     return err(
@@ -443,10 +454,12 @@ impl Orchestrator {
                     "callable is not registered in this process (digest/kind/namespace unknown)",
                 ),
             };
+        self.callables.insert(callable.digest, entry);
         if members.is_empty() {
             return err(Status::InvalidArgument, "a group needs at least one member");
         }
-        let mut targets = Vec::with_capacity(workers.len());
+        let targets = &mut self.targets;
+        targets.clear();
         match kind {
             SubmitKind::NextLevel | SubmitKind::NextLevelGroup => {
                 if workers.len() != members.len() {
@@ -559,7 +572,7 @@ impl Orchestrator {
                 self.e.cfg.heap_ring_size,
             ));
         }
-        Ok((entry, targets, heap))
+        Ok((entry, heap))
     }
 
     /// A handle must belong to the run being built and name a task already submitted in it.

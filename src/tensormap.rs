@@ -19,20 +19,25 @@ struct MapEntry {
 
 #[derive(Default)]
 struct RunMap {
-    by_lo: BTreeMap<u64, Vec<MapEntry>>,
+    /// Keyed by (first byte, owner, sequence): no per-key allocation, and an owner's entries
+    /// at one address are a contiguous range.
+    by_lo: BTreeMap<(u64, SlotId, u64), MapEntry>,
+    seq: u64,
     /// Longest footprint interval present: bounds the backwards reach of a range query.
     max_len: u64,
     count: usize,
 }
 
 impl RunMap {
-    fn overlapping(&self, fp: &Footprint) -> impl Iterator<Item = &MapEntry> + '_ {
+    fn overlapping(
+        &self,
+        fp: &Footprint,
+    ) -> impl Iterator<Item = (&(u64, SlotId, u64), &MapEntry)> + '_ {
         let from = fp.lo.saturating_sub(self.max_len);
         let fp = *fp;
         self.by_lo
-            .range(from..fp.hi)
-            .flat_map(|(_, v)| v.iter())
-            .filter(move |e| e.fp.overlaps(&fp))
+            .range((from, 0, 0)..(fp.hi, 0, 0))
+            .filter(move |(_, e)| e.fp.overlaps(&fp))
     }
 }
 
@@ -47,7 +52,7 @@ impl Inner {
     /// Call `f` with each slot currently producing memory that `fp` touches.
     pub fn lookup(&self, run: RunId, fp: &Footprint, mut f: impl FnMut(SlotId)) {
         if let Some(m) = self.runs.get(&run) {
-            for e in m.overlapping(fp) {
+            for (_, e) in m.overlapping(fp) {
                 f(e.owner);
             }
         }
@@ -56,30 +61,33 @@ impl Inner {
     /// Make `owner` the producer of `fp`, dropping entries it fully covers.
     pub fn insert(&mut self, run: RunId, fp: Footprint, owner: SlotId) {
         let m = self.runs.entry(run).or_default();
-        let covered: Vec<(u64, SlotId)> = if m.count == 0 {
-            Vec::new()
-        } else {
-            m.overlapping(&fp)
-                .filter(|e| fp.covers(&e.fp))
-                .map(|e| (e.fp.lo, e.owner))
-                .collect()
-        };
-        for (lo, owner_old) in covered {
-            if let Some(v) = m.by_lo.get_mut(&lo) {
-                let before = v.len();
-                v.retain(|e| !(e.owner == owner_old && fp.covers(&e.fp)));
-                m.count -= before - v.len();
-                self.total -= before - v.len();
-                if v.is_empty() {
-                    m.by_lo.remove(&lo);
+        if m.count > 0 {
+            let mut covered = [(0u64, 0u64, 0u64); 8];
+            loop {
+                let mut n = 0;
+                for (k, e) in m.overlapping(&fp) {
+                    if fp.covers(&e.fp) {
+                        covered[n] = *k;
+                        n += 1;
+                        if n == covered.len() {
+                            break;
+                        }
+                    }
+                }
+                for k in &covered[..n] {
+                    m.by_lo.remove(k);
+                }
+                m.count -= n;
+                self.total -= n;
+                if n < covered.len() {
+                    break;
                 }
             }
         }
         m.max_len = m.max_len.max(fp.hi - fp.lo);
+        m.seq += 1;
         m.by_lo
-            .entry(fp.lo)
-            .or_default()
-            .push(MapEntry { owner, fp });
+            .insert((fp.lo, owner, m.seq), MapEntry { owner, fp });
         m.count += 1;
         self.total += 1;
     }
@@ -89,15 +97,15 @@ impl Inner {
         let Some(m) = self.runs.get_mut(&run) else {
             return;
         };
-        for lo in keys {
-            if let Some(v) = m.by_lo.get_mut(lo) {
-                let before = v.len();
-                v.retain(|e| e.owner != owner);
-                m.count -= before - v.len();
-                self.total -= before - v.len();
-                if v.is_empty() {
-                    m.by_lo.remove(lo);
-                }
+        for &lo in keys {
+            loop {
+                let Some((&k, _)) = m.by_lo.range((lo, owner, 0)..=(lo, owner, u64::MAX)).next()
+                else {
+                    break;
+                };
+                m.by_lo.remove(&k);
+                m.count -= 1;
+                self.total -= 1;
             }
         }
         if m.count == 0 {
