@@ -98,11 +98,7 @@ impl Inner {
             return;
         };
         for &lo in keys {
-            loop {
-                let Some((&k, _)) = m.by_lo.range((lo, owner, 0)..=(lo, owner, u64::MAX)).next()
-                else {
-                    break;
-                };
+            while let Some((&k, _)) = m.by_lo.range((lo, owner, 0)..=(lo, owner, u64::MAX)).next() {
                 m.by_lo.remove(&k);
                 m.count -= 1;
                 self.total -= 1;
