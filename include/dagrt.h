@@ -26,36 +26,6 @@
 #define DAGRT_HEAP_ALIGN 1024
 
 
-#define MAX_RING_DEPTH 4
-
-#define HEAP_ALIGN 1024
-
-/*
- Nested scopes allowed on top of the run's outer scope.
- */
-#define MAX_SCOPE_DEPTH 64
-
-#define FREE 0
-
-#define BUILDING 1
-
-#define PENDING 2
-
-#define READY 3
-
-#define RUNNING 4
-
-#define COMPLETED 5
-
-#define FAILED 6
-
-#define CONSUMED 7
-
-/*
- Maximum number of dimensions of a tensor view.
- */
-#define MAX_TENSOR_DIMS 5
-
 /*
  Status of a dagrt call. 0 is success; the message of the last failure on the calling
  thread is available from `dagrt_last_error()`.
@@ -344,11 +314,11 @@ typedef struct dagrt_tensor {
   /*
    Extent of each dimension, in elements.
    */
-  uint64_t shape[MAX_TENSOR_DIMS];
+  uint64_t shape[DAGRT_MAX_TENSOR_DIMS];
   /*
    Stride of each dimension, in elements (all zero: dense row-major).
    */
-  uint64_t strides[MAX_TENSOR_DIMS];
+  uint64_t strides[DAGRT_MAX_TENSOR_DIMS];
 } dagrt_tensor;
 
 /*

@@ -63,3 +63,32 @@ fn version_macros_match_cargo() {
     let v = unsafe { std::ffi::CStr::from_ptr(dagrt::capi::dagrt_version()) };
     assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
 }
+
+#[test]
+fn limit_macros_match_the_engine() {
+    let h = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/dagrt.h"))
+        .unwrap();
+    let get = |name: &str| -> u64 {
+        let line = h
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    assert_eq!(
+        get("DAGRT_MAX_TENSOR_DIMS"),
+        dagrt::task::MAX_TENSOR_DIMS as u64
+    );
+    assert_eq!(
+        get("DAGRT_MAX_SCOPE_DEPTH"),
+        dagrt::scope::MAX_SCOPE_DEPTH as u64
+    );
+    assert_eq!(get("DAGRT_HEAP_ALIGN"), dagrt::ring::HEAP_ALIGN);
+    // nothing unprefixed: every macro the header defines starts with DAGRT_
+    for l in h.lines().filter(|l| l.starts_with("#define ")) {
+        assert!(
+            l["#define ".len()..].starts_with("DAGRT_"),
+            "unprefixed macro: {l}"
+        );
+    }
+}

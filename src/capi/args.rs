@@ -99,7 +99,8 @@ pub extern "C" fn dagrt_tensor_init_strided(
 #[no_mangle]
 pub extern "C" fn dagrt_args_new(out: *mut *mut dagrt_args_t) -> Status {
     boundary(|| {
-        *need_mut(out, "out")? = Box::into_raw(Box::default());
+        let out = need_mut(out, "out")?;
+        *out = Box::into_raw(Box::default());
         Ok(())
     })
 }
