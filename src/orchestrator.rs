@@ -11,7 +11,9 @@ use crate::callable::Callable;
 use crate::callable::{self, CallableKind, Entry};
 use crate::error::{err, Error, Result, Status};
 use crate::event::deadline_after;
-use crate::ring::{align_up, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind};
+use crate::ring::{
+    align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind, INDEX_BITS,
+};
 use crate::run::{Run, RunId};
 use crate::scheduler::completion::{enqueue_ready, propagate_pending, release_ref, retire};
 use crate::scope::{Scope, ScopeError, MAX_SCOPE_DEPTH};
@@ -27,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A per-thread token: identifies the thread building a run.
-fn thread_token() -> u64 {
+pub(crate) fn thread_token() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local!(static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
     TOKEN.with(|t| *t)
@@ -47,7 +49,8 @@ pub struct Orchestrator {
     run: Option<Arc<Run>>,
     owner: u64,
     scope: Scope,
-    next_slot: SlotId,
+    /// Sequence number of the next slot id (the id's high bits).
+    next_seq: u64,
     /// Scratch: (producer, retain) of the submit in progress, deduplicated.
     producers: Vec<(SlotId, bool)>,
     /// Scratch: footprint of each tensor of the submit in progress (None: touches nothing).
@@ -65,7 +68,7 @@ impl Orchestrator {
             run: None,
             owner: 0,
             scope: Scope::default(),
-            next_slot: 1,
+            next_seq: 1,
             producers: Vec::new(),
             footprints: Vec::new(),
             targets: Vec::new(),
@@ -118,10 +121,14 @@ impl Orchestrator {
         if self.e.stopping() {
             return err(Status::WrongState, "the worker is closing");
         }
-        let run = Arc::new(Run::new(self.next_slot, self.e.run_event.clone()));
+        let run = Arc::new(Run::new(
+            first_id_of_seq(self.next_seq),
+            self.e.run_event.clone(),
+        ));
         self.e.runs.insert(run.clone());
         self.scope.open_outer();
         self.owner = thread_token();
+        self.e.builder.store(self.owner, Ordering::Release);
         let id = run.id;
         self.run = Some(run);
         Ok(id)
@@ -141,8 +148,16 @@ impl Orchestrator {
                 Status::ForeignHandle,
                 format!("run {run_id} is not the run being built (run {current})"),
             )
+        } else if crate::run::is_live_anywhere(run_id) {
+            err(
+                Status::ForeignHandle,
+                format!("run {run_id} belongs to another worker (building run {current})"),
+            )
         } else {
-            err(Status::StaleHandle, format!("run {run_id} is not a live run of this worker (released, or from another worker)"))
+            err(
+                Status::StaleHandle,
+                format!("run {run_id} is not a live run (released, or never begun)"),
+            )
         }
     }
 
@@ -164,6 +179,7 @@ impl Orchestrator {
         run.close();
         self.run = None;
         self.owner = 0;
+        self.e.builder.store(0, Ordering::Release);
         Ok(())
     }
 
@@ -187,8 +203,12 @@ impl Orchestrator {
     fn cancel_unstarted(&mut self, run: &Run, msg: &Arc<str>) {
         let mut claimed = Vec::new();
         let mut edges = Vec::new();
-        for id in run.first_slot..self.next_slot {
-            let core = &self.e.slots.get(id).core;
+        for slot in self.e.slots.iter() {
+            let (id, owner) = slot.core.ident();
+            if owner != run.id {
+                continue;
+            }
+            let core = &slot.core;
             match core.claim_failure(id, msg, &mut edges) {
                 Claim::Won => claimed.push(id),
                 Claim::Building => {
@@ -207,6 +227,14 @@ impl Orchestrator {
         for &id in &claimed {
             run.count_cancelled();
             retire(&self.e, id);
+        }
+    }
+
+    /// Fail the open run, whatever thread built it (the worker is being freed).
+    pub fn abandon_open_run(&mut self, msg: &str) {
+        if let Some(run) = self.run.clone() {
+            self.owner = thread_token();
+            let _ = self.fail_run_submission(run.id, msg);
         }
     }
 
@@ -257,18 +285,10 @@ impl Orchestrator {
         let (entry, heap_bytes) = self.validate(kind, callable, members, workers, &run)?;
 
         // Step 1: slot and heap slab (the only blocking point).
-        let sid = self.next_slot;
         let deadline = self.timeout();
-        if !self.e.slots.claim(sid, deadline) {
-            return err(
-                Status::WindowFull,
-                format!(
-                    "task window full ({} slots in flight for {} ms)",
-                    self.e.slots.window(),
-                    self.e.cfg.timeout_ms
-                ),
-            );
-        }
+        let Some(sid) = self.e.slots.claim(self.next_seq, run.id, deadline) else {
+            return Err(self.window_full());
+        };
         let ring = HeapRings::for_depth(self.scope.current_depth());
         let mut heap = None;
         if heap_bytes > 0 {
@@ -280,7 +300,7 @@ impl Orchestrator {
                 }
             }
         }
-        self.next_slot += 1;
+        self.next_seq += 1;
 
         // Ownership boundary: the slot is the run's from here on.
         run.register_slot();
@@ -588,14 +608,26 @@ impl Orchestrator {
                 )
             });
         }
-        if h.slot < run.first_slot || h.slot >= self.next_slot {
-            return err(
+        let never = || {
+            err(
                 Status::StaleHandle,
                 format!(
                     "task handle {{run {}, slot {}}} names no task submitted in this run",
                     h.run_id, h.slot
                 ),
-            );
+            )
+        };
+        if h.slot < run.first_slot
+            || h.slot >= first_id_of_seq(self.next_seq)
+            || !self.e.slots.contains(h.slot)
+        {
+            return never();
+        }
+        // Ids at one table entry only grow: an entry whose latest id is older than the
+        // handle's never held it.
+        let (latest, _) = self.e.slots.get(h.slot).core.ident();
+        if latest >> INDEX_BITS < h.slot >> INDEX_BITS {
+            return never();
         }
         Ok(())
     }
@@ -632,18 +664,10 @@ impl Orchestrator {
                 self.e.cfg.heap_ring_size,
             ));
         }
-        let sid = self.next_slot;
         let deadline = self.timeout();
-        if !self.e.slots.claim(sid, deadline) {
-            return err(
-                Status::WindowFull,
-                format!(
-                    "task window full ({} slots in flight for {} ms)",
-                    self.e.slots.window(),
-                    self.e.cfg.timeout_ms
-                ),
-            );
-        }
+        let Some(sid) = self.e.slots.claim(self.next_seq, run.id, deadline) else {
+            return Err(self.window_full());
+        };
         let ring = HeapRings::for_depth(self.scope.current_depth());
         let (ptr, seq) = match self.e.heap.rings[ring].alloc(aligned, deadline) {
             Ok(r) => r,
@@ -652,7 +676,7 @@ impl Orchestrator {
                 return Err(heap_error(x, aligned, self.e.cfg.heap_ring_size));
             }
         };
-        self.next_slot += 1;
+        self.next_seq += 1;
         run.register_slot();
         let slot = self.e.slots.get(sid);
         // SAFETY: BUILDING, owned by this thread.
@@ -672,6 +696,19 @@ impl Orchestrator {
                 slot: sid,
             },
         ))
+    }
+}
+
+impl Orchestrator {
+    fn window_full(&self) -> Error {
+        Error::new(
+            Status::WindowFull,
+            format!(
+                "task window full (all {} slots in flight for {} ms)",
+                self.e.slots.window(),
+                self.e.cfg.timeout_ms
+            ),
+        )
     }
 }
 

@@ -139,50 +139,97 @@ impl Slot {
     }
 }
 
-/// Slots are materialised in chunks of this many as the id range first reaches them, so a
-/// large window costs memory only up to the high-water mark of slots in flight.
+/// Slots are materialised in chunks of this many as the table first needs them, so a large
+/// window costs memory only up to the high-water mark of slots in flight.
 const CHUNK: usize = 4096;
+
+/// Low bits of a slot id: the table index. The high bits are a per-worker monotonic
+/// sequence number, so ids are monotonic and never repeat, while any free table entry can
+/// take the next id (one long-lived slot never blocks the window).
+pub const INDEX_BITS: u32 = 24;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+
+/// The slot id of sequence number `seq` (used to bound a run's ids).
+pub fn first_id_of_seq(seq: u64) -> SlotId {
+    seq << INDEX_BITS
+}
+
+struct FreeList {
+    /// Freed table indexes, reused most recent first.
+    stack: Vec<u32>,
+    /// Indexes below this have been handed out at least once.
+    fresh: u32,
+}
 
 pub struct SlotTable {
     chunks: Box<[OnceLock<Box<[Slot]>>]>,
     chunk: usize,
-    mask: u64,
+    window: u32,
+    /// Free table entries (the task window's capacity).
+    free: Mutex<FreeList>,
     /// Notified when a slot is freed (task-window back-pressure).
     pub freed: Event,
     live: AtomicI64,
 }
 
 impl SlotTable {
-    /// A table of `window` slots (rounded up to a power of two).
+    /// A table of `window` slots (at most 2^24).
     pub fn new(window: u32) -> SlotTable {
-        let n = window.max(2).next_power_of_two() as usize;
-        let chunk = n.min(CHUNK);
+        let window = window.clamp(1, 1 << INDEX_BITS);
+        let chunk = (window as usize).min(CHUNK);
         SlotTable {
-            chunks: (0..n / chunk).map(|_| OnceLock::new()).collect(),
+            chunks: (0..(window as usize).div_ceil(chunk))
+                .map(|_| OnceLock::new())
+                .collect(),
             chunk,
-            mask: n as u64 - 1,
+            window,
+            free: Mutex::new(FreeList {
+                stack: Vec::new(),
+                fresh: 0,
+            }),
             freed: Event::default(),
             live: AtomicI64::new(0),
         }
     }
 
     pub fn window(&self) -> u64 {
-        self.mask + 1
+        self.window as u64
     }
 
-    /// The slot of `id`. Ids reach here only after `claim` materialised their chunk (handles
-    /// are range-checked against the run's submitted ids first).
+    /// The slot of `id`. Ids reach here only after `claim` materialised their chunk (a
+    /// caller-supplied id is checked with `contains` first).
     pub fn get(&self, id: SlotId) -> &Slot {
-        let i = (id & self.mask) as usize;
+        let i = (id & INDEX_MASK) as usize;
         let c = self.chunks[i / self.chunk]
             .get()
             .expect("slot chunk materialised by claim");
         &c[i % self.chunk]
     }
 
-    /// Claim the table entry for `id`, waiting until `deadline` for it to be FREE.
-    pub fn claim(&self, id: SlotId, deadline: Option<Instant>) -> bool {
-        let i = (id & self.mask) as usize;
+    /// Whether `id` names a materialised table entry (a forged or foreign id may not).
+    pub fn contains(&self, id: SlotId) -> bool {
+        let i = (id & INDEX_MASK) as usize;
+        i < self.window as usize && self.chunks[i / self.chunk].get().is_some()
+    }
+
+    /// Claim a free table entry for sequence number `seq`, waiting until `deadline` for
+    /// one; returns the new slot id (BUILDING, for `run`).
+    pub fn claim(&self, seq: u64, run: u64, deadline: Option<Instant>) -> Option<SlotId> {
+        let mut index = None;
+        let got = self.freed.wait_until(
+            || {
+                let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
+                index = f.stack.pop().or_else(|| {
+                    (f.fresh < self.window).then(|| {
+                        f.fresh += 1;
+                        f.fresh - 1
+                    })
+                });
+                index.is_some()
+            },
+            deadline,
+        );
+        let i = index.filter(|_| got)? as usize;
         self.chunks[i / self.chunk].get_or_init(|| {
             (0..self.chunk)
                 .map(|_| Slot {
@@ -191,27 +238,34 @@ impl SlotTable {
                 })
                 .collect()
         });
-        let s = self.get(id);
-        if !self
-            .freed
-            .wait_until(|| s.core.state() == crate::slot::FREE, deadline)
-        {
-            return false;
-        }
-        s.core.begin_building(id);
+        let id = (seq << INDEX_BITS) | i as u64;
+        self.get(id).core.begin_building_for(id, run);
         self.live.fetch_add(1, Ordering::AcqRel);
-        true
+        Some(id)
     }
 
     /// Return an entry to FREE (after on_consumed, or an unowned claim rolled back).
     pub fn free(&self, id: SlotId) {
         self.get(id).core.free();
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stack
+            .push((id & INDEX_MASK) as u32);
         self.live.fetch_sub(1, Ordering::AcqRel);
         self.freed.notify();
     }
 
     pub fn live(&self) -> i64 {
         self.live.load(Ordering::Acquire)
+    }
+
+    /// Every materialised slot (for cancellation's sweep).
+    pub fn iter(&self) -> impl Iterator<Item = &Slot> + '_ {
+        self.chunks
+            .iter()
+            .filter_map(|c| c.get())
+            .flat_map(|c| c.iter())
     }
 }
 

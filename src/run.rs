@@ -148,6 +148,22 @@ impl Run {
     }
 }
 
+/// Run ids registered by any worker of the process (to tell "another worker's run" from
+/// "released").
+fn live_anywhere() -> &'static Mutex<std::collections::HashSet<RunId>> {
+    static S: std::sync::OnceLock<Mutex<std::collections::HashSet<RunId>>> =
+        std::sync::OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+/// Is `id` a registered run of some worker of this process?
+pub fn is_live_anywhere(id: RunId) -> bool {
+    live_anywhere()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&id)
+}
+
 /// Runs of one worker, by id. A released run is gone: its id becomes stale.
 #[derive(Default)]
 pub struct RunRegistry {
@@ -156,12 +172,20 @@ pub struct RunRegistry {
 
 impl RunRegistry {
     pub fn insert(&self, run: Arc<Run>) {
+        live_anywhere()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run.id);
         self.lock().insert(run.id, run);
     }
     pub fn get(&self, id: RunId) -> Option<Arc<Run>> {
         self.lock().get(&id).cloned()
     }
     pub fn remove(&self, id: RunId) -> Option<Arc<Run>> {
+        live_anywhere()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
         self.lock().remove(&id)
     }
     pub fn len(&self) -> usize {
@@ -175,5 +199,14 @@ impl RunRegistry {
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Arc<Run>>> {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for RunRegistry {
+    fn drop(&mut self) {
+        let mut live = live_anywhere().lock().unwrap_or_else(|p| p.into_inner());
+        for id in self.lock().keys() {
+            live.remove(id);
+        }
     }
 }

@@ -51,6 +51,8 @@ pub struct Edge {
 pub struct SlotSync {
     /// Id of the task occupying the slot; checked by `attach` so a stale id is "gone".
     pub id: SlotId,
+    /// Run of the task occupying the slot (for cancellation's sweep).
+    pub run: u64,
     pub fanin_count: i32,
     pub fanin_released: i32,
     /// Outstanding lifetime references: retaining consumers + the scope reference.
@@ -118,8 +120,14 @@ impl SlotCore {
 
     /// FREE -> BUILDING for task `id` (orchestrator thread only).
     pub fn begin_building(&self, id: SlotId) {
+        self.begin_building_for(id, 0);
+    }
+
+    /// FREE -> BUILDING for task `id` of `run`.
+    pub fn begin_building_for(&self, id: SlotId, run: u64) {
         let mut s = lock(&self.sync);
         s.id = id;
+        s.run = run;
         s.fanin_count = 0;
         s.fanin_released = 0;
         s.fanout_total = 0;
@@ -290,8 +298,16 @@ impl SlotCore {
     /// CONSUMED -> FREE once on_consumed finished its cleanup.
     pub fn free(&self) {
         let mut s = lock(&self.sync);
-        s.id = SlotId::MAX;
+        // `id` keeps the last occupant: ids at one table entry only grow, which lets a
+        // handle that was never issued be told apart (see Orchestrator::check_handle).
+        s.run = 0;
         self.state.store(FREE, Ordering::Release);
+    }
+
+    /// (task id, run) of the occupant (for a FREE slot: the last occupant's id, run 0).
+    pub fn ident(&self) -> (SlotId, u64) {
+        let s = lock(&self.sync);
+        (s.id, s.run)
     }
 
     pub fn failure(&self) -> Option<Arc<str>> {

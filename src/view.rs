@@ -63,7 +63,8 @@ impl Footprint {
         let mut n = 1;
         let mut extent = esize;
         for (&count, &elems) in shape.iter().zip(&t.strides[..nd]) {
-            if count == 1 {
+            // A broadcast (stride 0) or unit dimension adds no bytes.
+            if count == 1 || elems == 0 {
                 continue;
             }
             let stride = elems.checked_mul(esize)?;
@@ -72,6 +73,19 @@ impl Footprint {
             n += 1;
         }
         dims[..n].sort_unstable();
+        // Dimensions with equal strides are one dimension: {i*s : i < a} + {j*s : j < b} is
+        // exactly {k*s : k < a+b-1}. (The element itself is the stride-1 dimension, so a
+        // unit-stride byte view merges with it.)
+        let mut m = 0;
+        for k in 0..n {
+            if m > 0 && dims[m - 1].0 == dims[k].0 {
+                dims[m - 1].1 = dims[m - 1].1.checked_add(dims[k].1 - 1)?;
+            } else {
+                dims[m] = dims[k];
+                m += 1;
+            }
+        }
+        n = m;
         let hi = base.checked_add(extent)?;
         let mut f = Footprint {
             lo: base,
@@ -269,6 +283,43 @@ mod tests {
         let b = tile(base, 16, 4, 4, 8, 8);
         assert!(a.overlaps(&b));
         assert!(!a.covers(&b) && !b.covers(&a));
+    }
+
+    fn view(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &[u64]) -> Footprint {
+        let mut t = Tensor {
+            data: base as *mut _,
+            offset,
+            ndim: shape.len() as u32,
+            dtype: dtype as u32,
+            tag: 0,
+            reserved: 0,
+            shape: [0; 5],
+            strides: [0; 5],
+        };
+        t.shape[..shape.len()].copy_from_slice(shape);
+        t.strides[..strides.len()].copy_from_slice(strides);
+        Footprint::of(&t).unwrap()
+    }
+
+    #[test]
+    fn repeated_strides_cover_every_byte() {
+        let base = 1 << 20;
+        // u8 sliding window {2,2} strides {1,1}: bytes 0..=2
+        let w = view(base, 0, DataType::U8, &[2, 2], &[1, 1]);
+        let b2 = view(base, 2, DataType::U8, &[], &[]);
+        assert!(w.overlaps(&b2) && b2.overlaps(&w));
+        // u8 tile {4,4} strides {1,16}: byte 2 is in row 2 of column 0
+        let tile = view(base, 0, DataType::U8, &[4, 4], &[1, 16]);
+        assert!(tile.overlaps(&b2));
+        assert!(!tile.overlaps(&view(base, 5, DataType::U8, &[], &[])));
+        // u64 {4,4} strides {1,1}: elements 0..=6
+        let u = view(base, 0, DataType::U64, &[4, 4], &[1, 1]);
+        assert!(u.overlaps(&view(base, 6 * 8, DataType::U64, &[], &[])));
+        assert!(!u.overlaps(&view(base, 7 * 8, DataType::U64, &[], &[])));
+        // broadcast dimension adds nothing
+        let bc = view(base, 0, DataType::U64, &[3, 2], &[0, 2]);
+        assert!(!bc.overlaps(&view(base, 8, DataType::U64, &[], &[])));
+        assert!(bc.overlaps(&view(base, 16, DataType::U64, &[], &[])));
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct Engine {
     /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
     pub lane_by_worker: HashMap<i32, u32>,
     pub stop: AtomicBool,
+    /// Thread token of the thread building the open run (0: none). Read without the
+    /// orchestrator lock so another thread is rejected without ever contending for it.
+    pub builder: std::sync::atomic::AtomicU64,
     /// Timeline trace (off unless started).
     pub trace: crate::trace::Trace,
 }
@@ -232,6 +235,7 @@ impl Worker {
             lanes,
             lane_by_worker,
             stop: AtomicBool::new(false),
+            builder: std::sync::atomic::AtomicU64::new(0),
             trace: crate::trace::Trace::new(
                 self.specs
                     .iter()
@@ -340,9 +344,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         if let Some(o) = &self.orch {
             let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(r) = o.current_run() {
-                let _ = o.fail_run_submission(r, "worker freed while the run was open");
-            }
+            o.abandon_open_run("worker freed while the run was open");
         }
         let _ = self.close();
     }

@@ -4,10 +4,12 @@ use super::worker::dagrt_orch_t;
 use super::{boundary, need, need_mut};
 use crate::callable::Callable;
 use crate::error::{Error, Result, Status};
+use crate::orchestrator::thread_token;
 use crate::orchestrator::{Orchestrator, SubmitKind};
 use crate::run::RunId;
 use crate::task::{CallConfig, TaskArgs, TaskHandle};
 use std::ffi::{c_char, c_void};
+use std::sync::atomic::Ordering;
 use std::sync::TryLockError;
 
 /// Run `f` on the orchestrator behind `orch`. A concurrent call from another thread finds it
@@ -25,15 +27,23 @@ pub(crate) fn with_orch<T>(
         )
     })?;
     let m = w.worker.orchestrator()?;
+    // A run being built belongs to its builder thread: anyone else is turned away without
+    // touching the lock, so a rejected thread can never delay the builder.
+    let builder = w
+        .worker
+        .engine()
+        .map_or(0, |e| e.builder.load(Ordering::Acquire));
+    if builder != 0 && builder != thread_token() {
+        return Err(Error::new(
+            Status::WrongThread,
+            "a run is being built on another thread; the orchestrator is single-threaded",
+        ));
+    }
     let mut g = match m.try_lock() {
         Ok(g) => g,
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(TryLockError::WouldBlock) => {
-            return Err(Error::new(
-                Status::WrongThread,
-                "the orchestrator is in use by another thread; it is single-threaded",
-            ))
-        }
+        // No run open and another thread is in a call (e.g. beginning a run): wait our turn.
+        Err(TryLockError::WouldBlock) => m.lock().unwrap_or_else(|p| p.into_inner()),
     };
     f(&mut g)
 }

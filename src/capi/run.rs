@@ -32,10 +32,17 @@ fn engine(w: *const super::worker::dagrt_worker_t) -> Result<Arc<Engine>> {
 
 fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
     e.runs.get(id).ok_or_else(|| {
-        Error::new(
-            Status::StaleHandle,
-            format!("run {id} is not a live run of this worker (released, or from another worker)"),
-        )
+        if crate::run::is_live_anywhere(id) {
+            Error::new(
+                Status::ForeignHandle,
+                format!("run {id} belongs to another worker"),
+            )
+        } else {
+            Error::new(
+                Status::StaleHandle,
+                format!("run {id} is not a live run (released, or never begun)"),
+            )
+        }
     })
 }
 
@@ -74,6 +81,7 @@ pub extern "C" fn dagrt_wait_run_for(
     boundary(|| {
         let out = need_mut(out_done, "out_done")?;
         let e = engine(worker)?;
+        self::run(&e, run)?;
         let r = wait(&e, run, Some(Duration::from_millis(timeout_ms)));
         *out = match &r {
             Ok(false) => 0,

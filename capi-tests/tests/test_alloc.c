@@ -1,0 +1,217 @@
+/*
+ * test_alloc.c: dagrt_alloc, runtime-owned intermediate buffers (Orchestrator seed §8b).
+ *  - the pointer is 1024-aligned and inside the heap ring of the current scope (the ring's
+ *    top moves by the aligned size; all buffers of a small ring lie within one ring size);
+ *  - a writer tagged INOUT then a reader tagged INPUT run in order and see the data; the
+ *    alloc handle is a valid (already satisfied) explicit dependency;
+ *  - the slab is reclaimed after the run (tail == top), and inside an ended scope while the
+ *    run is still open, once its writer finished;
+ *  - invalid dtype / ndim / zero shape -> INVALID_ARGUMENT; no run open -> WRONG_STATE.
+ */
+#include "harness.h"
+
+static void test_alignment_and_placement(void)
+{
+    dagrt_worker_config cfg = h_config(64u << 10, 0, 0);
+    dagrt_worker_t *w = h_worker(&cfg, 1, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    void *p[5];
+    dagrt_task_handle h[5];
+    static const uint64_t n[5] = {1, 100, 128, 129, 1000}; /* doubles */
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    for (int i = 0; i < 5; i++) {
+        dagrt_worker_stats_t s0 = h_stats(w), s1;
+        uint64_t shape[1];
+        uint64_t want = ((n[i] * 8 + 1023) / 1024) * 1024;
+        shape[0] = n[i];
+        p[i] = NULL;
+        REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p[i], &h[i]));
+        s1 = h_stats(w);
+        REQUIRE(p[i] != NULL);
+        CHECKF(((uintptr_t)p[i] % 1024) == 0, "alloc %d returned %p, not 1024-aligned", i, p[i]);
+        CHECK_EQ_U64(s1.heap_top[0] - s0.heap_top[0], want);
+        CHECK_EQ_U64(h[i].run_id, run);
+        if ((uintptr_t)p[i] < lo)
+            lo = (uintptr_t)p[i];
+        if ((uintptr_t)p[i] + n[i] * 8 > hi)
+            hi = (uintptr_t)p[i] + n[i] * 8;
+        for (int j = 0; j < i; j++)
+            CHECK(p[j] != p[i]);
+        /* the memory is usable */
+        memset(p[i], 0x5a, n[i] * 8);
+    }
+    CHECKF(hi - lo <= (64u << 10), "alloc'd buffers span %zu bytes, more than one 64 KiB ring",
+           (size_t)(hi - lo));
+    {
+        /* a NULL OUTPUT of the same scope comes from the same ring */
+        dagrt_tensor t = h_tensor(NULL, 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+        h_step s = h_step_id(1);
+        SUBMIT_STEP(o, &s, 0, &t, 1, NULL, 0, NULL);
+        CHECK((uintptr_t)t.data >= lo - (64u << 10) && (uintptr_t)t.data < lo + (64u << 10));
+    }
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+static void test_writer_then_reader(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    void *p = NULL;
+    uint64_t shape[2] = {8, 8};
+    dagrt_task_handle ha;
+    dagrt_tensor tw, tr, tr2;
+    dagrt_dep d;
+    h_step wr = h_step_id(1), rd = h_step_id(2), rd2 = h_step_id(3), early = h_step_id(4);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    wr.op = H_OP_FILL;
+    wr.operand = 5;
+    wr.sleep_us = 20000;
+    rd.op = H_OP_READ;
+    rd2.op = H_OP_READ;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_alloc(o, shape, 2, DAGRT_DTYPE_F64, &p, &ha));
+    memset(p, 0, 64 * sizeof(double));
+    /* the alloc handle is a satisfied dependency */
+    d = h_dep(ha, DAGRT_DEP_KIND_RETAIN);
+    SUBMIT_STEP(o, &early, 2, NULL, 0, &d, 1, NULL);
+    {
+        uint64_t sh[2] = {8, 8};
+        REQUIRE_OK(dagrt_tensor_init(&tw, p, DAGRT_DTYPE_F64, 2, sh, DAGRT_TAG_INOUT));
+        REQUIRE_OK(dagrt_tensor_init(&tr, p, DAGRT_DTYPE_F64, 2, sh, DAGRT_TAG_INPUT));
+    }
+    /* a reader of one column of the buffer, as a strided view */
+    tr2 = h_tile(p, 3 * 8 * sizeof(double), DAGRT_DTYPE_F64, 8, 1, 8, DAGRT_TAG_INPUT);
+    SUBMIT_STEP(o, &wr, 0, &tw, 1, NULL, 0, NULL);
+    SUBMIT_STEP(o, &rd, 1, &tr, 1, NULL, 0, NULL);
+    SUBMIT_STEP(o, &rd2, 2, &tr2, 1, NULL, 0, NULL);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_RAN_ONCE(3);
+    CHECK_RAN_ONCE(4);
+    CHECK_BEFORE(1, 2);
+    CHECK_BEFORE(1, 3);
+    CHECKF(h_read[2] == 5.0 * 64, "reader saw %g", h_read[2]);
+    CHECKF(h_read[3] == 5.0 * 8, "column reader saw %g", h_read[3]);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+static int quiescent_now(dagrt_worker_t *w)
+{
+    dagrt_worker_stats_t st = h_stats(w);
+    return h_is_quiescent(&st);
+}
+
+static void test_reclaimed(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    void *p = NULL, *q = NULL;
+    uint64_t shape[1] = {512};
+    dagrt_tensor tw;
+    dagrt_worker_stats_t st;
+    h_step wr = h_step_id(1);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    wr.wait_gate = 0;
+    wr.op = H_OP_FILL;
+    wr.operand = 1;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+
+    /* an unused alloc in an ended scope is reclaimed at once */
+    REQUIRE_OK(dagrt_scope_begin(o));
+    REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &q, NULL));
+    st = h_stats(w);
+    CHECK(st.heap_top[1] - st.heap_tail[1] == 4096);
+    CHECK_EQ_I64(st.live_slots, 1);
+    CHECK_EQ_U64(st.tensormap_entries, 1);
+    REQUIRE_OK(dagrt_scope_end(o));
+    st = h_stats(w);
+    CHECK(h_is_quiescent(&st));
+
+    /* an alloc written (INOUT) inside a scope: alive while the writer runs, reclaimed after */
+    REQUIRE_OK(dagrt_scope_begin(o));
+    REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, NULL));
+    tw = h_tensor(p, 512, DAGRT_DTYPE_F64, DAGRT_TAG_INOUT);
+    SUBMIT_STEP(o, &wr, 0, &tw, 1, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_scope_end(o));
+    h_sleep_us(10000);
+    st = h_stats(w);
+    CHECKF(st.heap_top[1] - st.heap_tail[1] >= 4096,
+           "the alloc slab was reclaimed while its INOUT writer was still running");
+    CHECK_EQ_I64(st.live_slots, 2);
+    h_gate_open(0);
+    CHECKF(H_POLL(quiescent_now(w), 5000), "alloc slab not reclaimed after its writer finished");
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+
+    /* outer-scope allocs are reclaimed when the run finishes */
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, NULL));
+    REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_U8, &q, NULL));
+    st = h_stats(w);
+    CHECK_EQ_U64(st.heap_top[0] - st.heap_tail[0], 4096 + 1024);
+    EXPECT_OK(h_finish_run(w, o, run));
+    st = h_stats(w);
+    CHECK(st.heap_top[0] > 0 && st.heap_tail[0] == st.heap_top[0]);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+static void test_invalid_alloc(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    void *p = (void *)&run;
+    dagrt_task_handle h = {1, 2};
+    uint64_t shape[6] = {4, 4, 4, 4, 4, 4}, zero[2] = {4, 0};
+    dagrt_worker_stats_t s0, s1;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    EXPECT_ERROR(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_WRONG_STATE, NULL);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    s0 = h_stats(w);
+    EXPECT_ERROR(dagrt_alloc(o, shape, 1, 99, &p, &h), DAGRT_STATUS_INVALID_ARGUMENT, "dtype");
+    EXPECT_ERROR(dagrt_alloc(o, shape, 6, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_INVALID_ARGUMENT,
+                 "ndim");
+    EXPECT_ERROR(dagrt_alloc(o, zero, 2, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_INVALID_ARGUMENT,
+                 NULL);
+    {
+        uint64_t huge[2] = {UINT64_MAX / 2, 4};
+        EXPECT_ERROR(dagrt_alloc(o, huge, 2, DAGRT_DTYPE_F64, &p, &h),
+                     DAGRT_STATUS_INVALID_ARGUMENT, NULL);
+    }
+    s1 = h_stats(w);
+    CHECK(p == (void *)&run);
+    CHECK(h.run_id == 1 && h.slot == 2);
+    CHECK_EQ_U64(s1.heap_top[0], s0.heap_top[0]);
+    CHECK_EQ_I64(s1.live_slots, s0.live_slots);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+int main(void)
+{
+    h_begin("alloc", 60);
+    RUN_TEST(test_alignment_and_placement);
+    RUN_TEST(test_writer_then_reader);
+    RUN_TEST(test_reclaimed);
+    RUN_TEST(test_invalid_alloc);
+    return h_done();
+}

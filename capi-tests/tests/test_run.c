@@ -1,0 +1,601 @@
+/*
+ * test_run.c: the run lifecycle (Orchestrator seed §1: begin/close/fail submission, wait,
+ * wait_for, done, release; Worker.submit / Worker.run; the single-threaded orchestrator).
+ *  - begin_run twice -> WRONG_STATE; submit / alloc / scope / close with no run open ->
+ *    WRONG_STATE; closing another run id -> FOREIGN/STALE_HANDLE;
+ *  - wait_run_for times out with done = 0 (status OK) while a task is blocked, repeatedly,
+ *    then reports done = 1 with the same result every time (success and failure);
+ *    run_done / run_stats agree;
+ *  - release_run: the id becomes STALE_HANDLE everywhere; releasing an unfinished run ->
+ *    RUN_NOT_DONE and the run is unaffected;
+ *  - dagrt_worker_submit + dagrt_worker_run; an orchestration callback returning non-zero ->
+ *    ORCHESTRATION_FAILED (its message kept), and the worker stays usable;
+ *  - another thread calling the orchestrator while a run is being built -> WRONG_THREAD,
+ *    never UB, and never disturbing the builder's own calls;
+ *  - dagrt_worker_close with a run open -> WRONG_STATE; close waits for closed runs; close is
+ *    idempotent; a closed worker rejects new runs; free with a run open is clean.
+ */
+#include "harness.h"
+
+static void test_wrong_state(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 1, 1);
+    dagrt_orch_t *o;
+    dagrt_run_id run, other = 777;
+    dagrt_task_handle h = {0, 0};
+    h_step s = h_step_id(1);
+    uint64_t sc[S_COUNT], shape[1] = {4};
+    dagrt_task_args a;
+    int32_t target = 0;
+    void *p = NULL;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    h_step_scalars(&s, sc);
+    a = h_args(NULL, 0, sc, S_COUNT, NULL, 0);
+    /* no run open */
+    EXPECT_ERROR(dagrt_submit_next_level(o, h_step_callable(), &a, NULL, 0, &h), DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_ERROR(dagrt_submit_next_level_group(o, h_step_callable(), &a, 1, NULL, &target, &h),
+                 DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_ERROR(dagrt_submit_sub(o, h_step_callable(), &a, &h), DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_ERROR(dagrt_submit_sub_group(o, h_step_callable(), &a, 1, &h), DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_ERROR(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_ERROR(dagrt_close_run_submission(o, 1), DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_ERROR(dagrt_fail_run_submission(o, 1, "x"), DAGRT_STATUS_WRONG_STATE, NULL);
+
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    CHECK(run != 0);
+    other = 777;
+    EXPECT_ERROR(dagrt_begin_run(o, &other), DAGRT_STATUS_WRONG_STATE, NULL);
+    CHECK_EQ_U64(other, 777);
+    /* closing a run id that is not the one being built */
+    EXPECT_ERROR(dagrt_close_run_submission(o, run + 1000), DAGRT_STATUS_STALE_HANDLE, NULL);
+    {
+        uint32_t done = 5;
+        EXPECT_STATUS(dagrt_run_done(w, run + 1000, &done), DAGRT_STATUS_STALE_HANDLE);
+        CHECK_EQ_U64(done, 5);
+    }
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, &h);
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    EXPECT_ERROR(dagrt_close_run_submission(o, run), DAGRT_STATUS_WRONG_STATE, NULL);
+    EXPECT_OK(h_wait(w, run));
+    /* a new run while the previous (closed, finished, unreleased) one exists */
+    REQUIRE_OK(dagrt_begin_run(o, &other));
+    CHECK(other != run);
+    EXPECT_ERROR(dagrt_close_run_submission(o, run), DAGRT_STATUS_FOREIGN_HANDLE, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, other));
+    EXPECT_OK(h_wait(w, other));
+    {
+        dagrt_worker_stats_t st = h_stats(w);
+        CHECK_EQ_U64(st.runs, 2);
+    }
+    EXPECT_OK(dagrt_release_run(w, run));
+    EXPECT_OK(dagrt_release_run(w, other));
+    {
+        dagrt_worker_stats_t st = h_stats(w);
+        CHECK_EQ_U64(st.runs, 0);
+    }
+    CHECK_RAN_ONCE(1);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+static void check_run_not_done(dagrt_worker_t *w, dagrt_run_id run)
+{
+    uint32_t done = 9;
+    dagrt_run_stats_t rs;
+    for (int i = 0; i < 3; i++) {
+        done = 9;
+        EXPECT_OK(dagrt_wait_run_for(w, run, 20, &done));
+        CHECK_EQ_U64(done, 0);
+    }
+    done = 9;
+    EXPECT_OK(dagrt_wait_run_for(w, run, 0, &done));
+    CHECK_EQ_U64(done, 0);
+    EXPECT_OK(dagrt_run_done(w, run, &done));
+    CHECK_EQ_U64(done, 0);
+    EXPECT_OK(dagrt_run_stats(w, run, &rs));
+    CHECK_EQ_U64(rs.done, 0);
+    CHECK(rs.live_slots >= 1);
+    EXPECT_ERROR(dagrt_release_run(w, run), DAGRT_STATUS_RUN_NOT_DONE, NULL);
+}
+
+static void test_wait_for_and_release(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    uint32_t done;
+    dagrt_run_stats_t rs;
+    h_step s = h_step_id(1);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    s.wait_gate = 0;
+
+    /* a successful run */
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
+    /* an open run is not done either */
+    EXPECT_ERROR(dagrt_release_run(w, run), DAGRT_STATUS_RUN_NOT_DONE, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    check_run_not_done(w, run);
+    h_gate_open(0);
+    for (int i = 0; i < 3; i++) {
+        done = 9;
+        EXPECT_OK(dagrt_wait_run_for(w, run, H_RUN_TIMEOUT_MS, &done));
+        CHECK_EQ_U64(done, 1);
+        EXPECT_OK(dagrt_wait_run(w, run));
+        EXPECT_OK(dagrt_run_done(w, run, &done));
+        CHECK_EQ_U64(done, 1);
+    }
+    EXPECT_OK(dagrt_run_stats(w, run, &rs));
+    CHECK_EQ_U64(rs.done, 1);
+    CHECK_EQ_U64(rs.completed, 1);
+    CHECK_EQ_U64(rs.failed, 0);
+    CHECK_EQ_I64(rs.live_slots, 0);
+    EXPECT_OK(dagrt_release_run(w, run));
+    /* released: the id is stale everywhere */
+    EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_STALE_HANDLE, NULL);
+    done = 9;
+    EXPECT_ERROR(dagrt_wait_run_for(w, run, 10, &done), DAGRT_STATUS_STALE_HANDLE, NULL);
+    CHECKF(done == 9, "dagrt_wait_run_for wrote *out_done = %u although it failed with "
+                      "STALE_HANDLE (out-parameters are written only on success)", done);
+    done = 9;
+    EXPECT_ERROR(dagrt_run_done(w, run, &done), DAGRT_STATUS_STALE_HANDLE, NULL);
+    CHECK_EQ_U64(done, 9);
+    EXPECT_ERROR(dagrt_run_stats(w, run, &rs), DAGRT_STATUS_STALE_HANDLE, NULL);
+    EXPECT_ERROR(dagrt_release_run(w, run), DAGRT_STATUS_STALE_HANDLE, NULL);
+
+    /* a failing run: the same failure every time */
+    h_reset_records();
+    s = h_step_id(2);
+    s.wait_gate = 1;
+    s.fail = 1;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    check_run_not_done(w, run);
+    h_gate_open(1);
+    for (int i = 0; i < 3; i++) {
+        done = 9;
+        EXPECT_ERROR(dagrt_wait_run_for(w, run, H_RUN_TIMEOUT_MS, &done), DAGRT_STATUS_TASK_FAILED,
+                     "step 2 failed on purpose");
+        CHECK_EQ_U64(done, 1);
+        EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_TASK_FAILED, "step 2 failed on purpose");
+        EXPECT_OK(dagrt_run_done(w, run, &done));
+        CHECK_EQ_U64(done, 1);
+    }
+    EXPECT_OK(dagrt_run_stats(w, run, &rs));
+    CHECK_EQ_U64(rs.failed, 1);
+    EXPECT_OK(dagrt_release_run(w, run));
+    CHECK_RAN_ONCE(2);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+/* ---- dagrt_worker_submit / dagrt_worker_run ---- */
+
+typedef struct {
+    uint64_t x[4];
+    int fail_task;
+    int rc;
+    int provoke_error;
+} build_ctx;
+
+static int32_t build_chain(dagrt_orch_t *o, void *ctx)
+{
+    build_ctx *c = (build_ctx *)ctx;
+    dagrt_tensor t = h_tensor(c->x, 4, DAGRT_DTYPE_U64, DAGRT_TAG_INOUT);
+    for (int i = 0; i < 3; i++) {
+        h_step s = h_step_id(10 + (uint64_t)i);
+        s.op = H_OP_APPEND;
+        s.operand = (uint64_t)i + 1;
+        s.fail = (c->fail_task && i == 1) ? 1 : 0;
+        if (h_submit_step(o, &s, i % 2, &t, 1, NULL, 0, NULL) != DAGRT_STATUS_OK)
+            return 1;
+    }
+    if (c->provoke_error) {
+        h_step s = h_step_id(19);
+        /* an error the callback reports by returning non-zero */
+        if (h_submit_step(o, &s, 4242, NULL, 0, NULL, 0, NULL) == DAGRT_STATUS_OK)
+            return 0;
+    }
+    return c->rc;
+}
+
+static void test_worker_submit_and_run(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_run_id run = 0;
+    build_ctx c;
+    REQUIRE(w != NULL);
+
+    memset(&c, 0, sizeof c);
+    REQUIRE_OK(dagrt_worker_submit(w, build_chain, &c, &run));
+    CHECK(run != 0);
+    EXPECT_OK(h_wait(w, run));
+    CHECK(c.x[0] == 123 && c.x[3] == 123);
+    CHECK_EQ_U64(h_stats(w).runs, 1);
+    EXPECT_OK(dagrt_release_run(w, run));
+
+    memset(&c, 0, sizeof c);
+    EXPECT_OK(dagrt_worker_run(w, build_chain, &c));
+    CHECK(c.x[0] == 123);
+    CHECK_EQ_U64(h_stats(w).runs, 0); /* worker_run released its run */
+
+    /* a task failure through worker_run */
+    memset(&c, 0, sizeof c);
+    h_reset_records();
+    c.fail_task = 1;
+    EXPECT_ERROR(dagrt_worker_run(w, build_chain, &c), DAGRT_STATUS_TASK_FAILED,
+                 "step 11 failed on purpose");
+    CHECK_RAN_ONCE(10);
+    CHECK_RAN_ONCE(11);
+    CHECK_NEVER_RAN(12);
+    CHECK_EQ_U64(h_stats(w).runs, 0);
+
+    /* worker_submit while a run is open on the orchestrator */
+    {
+        dagrt_orch_t *o = h_orch(w);
+        dagrt_run_id open_run, r2 = 31337;
+        REQUIRE_OK(dagrt_begin_run(o, &open_run));
+        memset(&c, 0, sizeof c);
+        EXPECT_ERROR(dagrt_worker_submit(w, build_chain, &c, &r2), DAGRT_STATUS_WRONG_STATE, NULL);
+        CHECK_EQ_U64(r2, 31337);
+        CHECK(c.x[0] == 0); /* the callback was not called */
+        EXPECT_OK(h_finish_run(w, o, open_run));
+    }
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+static void test_orchestration_failure(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_run_id run = 0;
+    build_ctx c;
+    dagrt_status st;
+    REQUIRE(w != NULL);
+
+    /* the callback hit a dagrt error and returned non-zero: its message is kept */
+    memset(&c, 0, sizeof c);
+    c.provoke_error = 1;
+    c.rc = 1;
+    EXPECT_ERROR(dagrt_worker_submit(w, build_chain, &c, &run), DAGRT_STATUS_ORCHESTRATION_FAILED,
+                 "4242");
+    CHECK(run != 0); /* the run id is still written */
+    st = h_wait(w, run);
+    CHECKF((st == DAGRT_STATUS_ORCHESTRATION_FAILED || st == DAGRT_STATUS_TASK_FAILED) &&
+               h_contains(dagrt_last_error(), "4242"),
+           "waiting for a run whose submission failed: %s \"%s\"", dagrt_status_str((int32_t)st),
+           dagrt_last_error());
+    EXPECT_OK(dagrt_release_run(w, run));
+    CHECK_NEVER_RAN(19);
+
+    /* non-zero without a dagrt error: the message says what the callback returned */
+    memset(&c, 0, sizeof c);
+    c.rc = -3;
+    EXPECT_ERROR(dagrt_worker_run(w, build_chain, &c), DAGRT_STATUS_ORCHESTRATION_FAILED, "-3");
+    CHECK_EQ_U64(h_stats(w).runs, 0);
+
+    /* the worker is still usable */
+    memset(&c, 0, sizeof c);
+    h_reset_records();
+    EXPECT_OK(dagrt_worker_run(w, build_chain, &c));
+    CHECK(c.x[0] == 123);
+    CHECK_QUIESCENT(w);
+
+    /* dagrt_fail_run_submission directly */
+    {
+        dagrt_orch_t *o = h_orch(w);
+        REQUIRE_OK(dagrt_begin_run(o, &run));
+        EXPECT_OK(dagrt_fail_run_submission(o, run, "the host gave up"));
+        st = h_wait(w, run);
+        CHECKF(st != DAGRT_STATUS_OK && h_contains(dagrt_last_error(), "the host gave up"),
+               "after fail_run_submission: %s \"%s\"", dagrt_status_str((int32_t)st),
+               dagrt_last_error());
+        EXPECT_OK(dagrt_release_run(w, run));
+        /* and a new run works */
+        REQUIRE_OK(dagrt_begin_run(o, &run));
+        EXPECT_OK(h_finish_run(w, o, run));
+    }
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+/* ---- the single-threaded orchestrator ---- */
+
+typedef struct {
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_status submit, scope_b, scope_e, alloc, close, begin, done_st, stats_st;
+    char submit_msg[256];
+    uint32_t done;
+    atomic_int stop;
+    atomic_int calls, wrong_thread, other;
+    dagrt_status last_other;
+} intruder;
+
+static void *intruder_once(void *arg)
+{
+    intruder *in = (intruder *)arg;
+    h_step s = h_step_id(70);
+    uint64_t shape[1] = {8};
+    void *p = NULL;
+    dagrt_run_id r = 0;
+    dagrt_worker_stats_t ws;
+    in->submit = h_submit_step(in->o, &s, 0, NULL, 0, NULL, 0, NULL);
+    snprintf(in->submit_msg, sizeof in->submit_msg, "%s", dagrt_last_error());
+    in->scope_b = dagrt_scope_begin(in->o);
+    in->scope_e = dagrt_scope_end(in->o);
+    in->alloc = dagrt_alloc(in->o, shape, 1, DAGRT_DTYPE_F64, &p, NULL);
+    in->close = dagrt_close_run_submission(in->o, in->run);
+    in->begin = dagrt_begin_run(in->o, &r);
+    /* run calls are thread-safe */
+    in->done_st = dagrt_run_done(in->w, in->run, &in->done);
+    in->stats_st = dagrt_worker_stats(in->w, &ws);
+    return NULL;
+}
+
+static void *intruder_loop(void *arg)
+{
+    intruder *in = (intruder *)arg;
+    h_step s = h_step_id(71);
+    while (!atomic_load(&in->stop)) {
+        dagrt_status st = h_submit_step(in->o, &s, 0, NULL, 0, NULL, 0, NULL);
+        atomic_fetch_add(&in->calls, 1);
+        if (st == DAGRT_STATUS_WRONG_THREAD)
+            atomic_fetch_add(&in->wrong_thread, 1);
+        else {
+            atomic_fetch_add(&in->other, 1);
+            in->last_other = st;
+        }
+        st = dagrt_scope_begin(in->o);
+        atomic_fetch_add(&in->calls, 1);
+        if (st == DAGRT_STATUS_WRONG_THREAD)
+            atomic_fetch_add(&in->wrong_thread, 1);
+        else {
+            atomic_fetch_add(&in->other, 1);
+            in->last_other = st;
+        }
+    }
+    return NULL;
+}
+
+static void test_wrong_thread(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_orch_t *o;
+    intruder in;
+    pthread_t th, th2;
+    char mine[256];
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    memset(&in, 0, sizeof in);
+    in.w = w;
+    in.o = o;
+    REQUIRE_OK(dagrt_begin_run(o, &in.run));
+    /* a known last error on this thread */
+    EXPECT_STATUS(dagrt_scope_end(o), DAGRT_STATUS_SCOPE_UNBALANCED);
+    snprintf(mine, sizeof mine, "%s", dagrt_last_error());
+
+    REQUIRE(pthread_create(&th, NULL, intruder_once, &in) == 0);
+    pthread_join(th, NULL);
+    CHECKF(in.submit == DAGRT_STATUS_WRONG_THREAD, "submit from another thread: %s",
+           dagrt_status_str((int32_t)in.submit));
+    CHECKF(in.submit_msg[0] != '\0', "no message for WRONG_THREAD");
+    CHECK(in.scope_b == DAGRT_STATUS_WRONG_THREAD);
+    CHECK(in.scope_e == DAGRT_STATUS_WRONG_THREAD);
+    CHECK(in.alloc == DAGRT_STATUS_WRONG_THREAD);
+    CHECK(in.close == DAGRT_STATUS_WRONG_THREAD);
+    CHECKF(in.begin == DAGRT_STATUS_WRONG_STATE || in.begin == DAGRT_STATUS_WRONG_THREAD,
+           "begin_run from another thread while a run is open: %s",
+           dagrt_status_str((int32_t)in.begin));
+    CHECK(in.done_st == DAGRT_STATUS_OK && in.done == 0);
+    CHECK(in.stats_st == DAGRT_STATUS_OK);
+    CHECKF(strcmp(mine, dagrt_last_error()) == 0, "this thread's last error changed to \"%s\"",
+           dagrt_last_error());
+
+    /* a second thread hammering the orchestrator while this one builds: every intruding call
+     * is rejected, and none of the builder's calls is. The builder keeps going until the
+     * two intruders made 100000 calls (or 1.5 s passed). */
+    {
+        static unsigned char submitted[8192];
+        int builder_failures = 0, n = 0, depth = 0;
+        dagrt_status first_bad = DAGRT_STATUS_OK;
+        char first_msg[256] = "";
+        uint64_t deadline;
+        memset(submitted, 0, sizeof submitted);
+        REQUIRE(pthread_create(&th, NULL, intruder_loop, &in) == 0);
+        REQUIRE(pthread_create(&th2, NULL, intruder_loop, &in) == 0);
+        H_POLL(atomic_load(&in.calls) > 0, 2000);
+        deadline = h_now_ms() + 1500;
+        for (n = 0; n < 8000; n++) {
+            h_step s = h_step_id((uint64_t)(100 + n));
+            dagrt_status st = h_submit_step(o, &s, n % 2, NULL, 0, NULL, 0, NULL);
+            if (st == DAGRT_STATUS_OK)
+                submitted[100 + n] = 1;
+            if (st == DAGRT_STATUS_OK && (n % 50) == 0) {
+                st = dagrt_scope_begin(o);
+                if (st == DAGRT_STATUS_OK) {
+                    depth++;
+                    st = dagrt_scope_end(o);
+                    if (st == DAGRT_STATUS_OK)
+                        depth--;
+                }
+            }
+            if (st != DAGRT_STATUS_OK && builder_failures++ == 0) {
+                first_bad = st;
+                snprintf(first_msg, sizeof first_msg, "%s", dagrt_last_error());
+            }
+            if (n >= 3000 && (atomic_load(&in.calls) >= 100000 || h_now_ms() > deadline))
+                break;
+        }
+        atomic_store(&in.stop, 1);
+        pthread_join(th, NULL);
+        pthread_join(th2, NULL);
+        /* leave the run balanced whatever happened above */
+        while (depth > 0 && dagrt_scope_end(o) == DAGRT_STATUS_OK)
+            depth--;
+        if (getenv("DAGRT_TEST_VERBOSE"))
+            printf("builder: %d calls; intruder: %d calls\n", n, atomic_load(&in.calls));
+        CHECKF(atomic_load(&in.other) == 0, "%d intruding calls were not WRONG_THREAD (e.g. %s)",
+               atomic_load(&in.other), dagrt_status_str((int32_t)in.last_other));
+        CHECK(atomic_load(&in.wrong_thread) > 0);
+        CHECKF(builder_failures == 0,
+               "%d of the builder's own calls failed while another thread's calls were being "
+               "rejected (first: %s \"%s\")",
+               builder_failures, dagrt_status_str((int32_t)first_bad), first_msg);
+        EXPECT_OK(h_finish_run(w, o, in.run));
+        CHECK_NEVER_RAN(70);
+        CHECK_NEVER_RAN(71);
+        {
+            int bad = 0;
+            for (int i = 100; i < 8100; i++)
+                if (h_runs(i) != submitted[i])
+                    bad++;
+            CHECKF(bad == 0, "%d tasks ran a number of times other than their submit promised",
+                   bad);
+        }
+    }
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+typedef struct {
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_status begin, submit, close;
+} builder_thread;
+
+static void *build_on_other_thread(void *arg)
+{
+    builder_thread *b = (builder_thread *)arg;
+    h_step s = h_step_id(80);
+    b->begin = dagrt_begin_run(b->o, &b->run);
+    if (b->begin == DAGRT_STATUS_OK)
+        b->submit = h_submit_step(b->o, &s, 0, NULL, 0, NULL, 0, NULL);
+    return NULL;
+}
+
+static void *close_on_other_thread(void *arg)
+{
+    builder_thread *b = (builder_thread *)arg;
+    b->close = dagrt_close_run_submission(b->o, b->run);
+    return NULL;
+}
+
+static void test_builder_thread_moves_with_run(void)
+{
+    int threads_before = h_thread_count();
+    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    builder_thread b;
+    pthread_t th;
+    h_step s = h_step_id(81);
+    REQUIRE(w != NULL);
+    CHECK(h_thread_count() > threads_before); /* the worker runs lane and scheduler threads */
+    memset(&b, 0, sizeof b);
+    b.o = h_orch(w);
+    REQUIRE(pthread_create(&th, NULL, build_on_other_thread, &b) == 0);
+    pthread_join(th, NULL);
+    REQUIRE(b.begin == DAGRT_STATUS_OK);
+    CHECK(b.submit == DAGRT_STATUS_OK);
+    /* the main thread is now the intruder */
+    EXPECT_ERROR(h_submit_step(b.o, &s, 0, NULL, 0, NULL, 0, NULL), DAGRT_STATUS_WRONG_THREAD, NULL);
+    EXPECT_ERROR(dagrt_close_run_submission(b.o, b.run), DAGRT_STATUS_WRONG_THREAD, NULL);
+    /* a third thread cannot close it either */
+    REQUIRE(pthread_create(&th, NULL, close_on_other_thread, &b) == 0);
+    pthread_join(th, NULL);
+    CHECK(b.close == DAGRT_STATUS_WRONG_THREAD);
+    /* the worker cannot be closed while the run is open */
+    EXPECT_ERROR(dagrt_worker_close(w), DAGRT_STATUS_WRONG_STATE, NULL);
+    /* dagrt_worker_free fails the open run's submission and shuts down cleanly (its threads
+     * are gone), although the run was begun on another thread */
+    dagrt_worker_free(w);
+    CHECKF(H_POLL(h_thread_count() == threads_before, 2000),
+           "dagrt_worker_free left %d thread(s) running (a run begun on another thread was open)",
+           h_thread_count() - threads_before);
+    CHECK(h_runs(80) <= 1);
+    CHECK_NEVER_RAN(81);
+}
+
+static void test_free_with_open_run(void)
+{
+    int threads_before = h_thread_count();
+    dagrt_worker_t *w = h_worker(NULL, 2, 1);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step s = h_step_id(90);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_scope_begin(o));
+    dagrt_worker_free(w); /* same thread: fails the submission, drains, joins */
+    CHECKF(H_POLL(h_thread_count() == threads_before, 2000),
+           "dagrt_worker_free left %d thread(s) running", h_thread_count() - threads_before);
+    CHECK(h_runs(90) <= 1);
+}
+
+static void *open_gate_later(void *arg)
+{
+    (void)arg;
+    h_sleep_us(30000);
+    h_gate_open(0);
+    return NULL;
+}
+
+static void test_worker_close(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run, r2 = 4;
+    dagrt_worker_stats_t st;
+    pthread_t th;
+    h_step s = h_step_id(1);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    s.wait_gate = 0;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
+    EXPECT_ERROR(dagrt_worker_close(w), DAGRT_STATUS_WRONG_STATE, NULL);
+    /* the run is unaffected and can still be built */
+    {
+        h_step s2 = h_step_id(2);
+        SUBMIT_STEP(o, &s2, 0, NULL, 0, NULL, 0, NULL);
+    }
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    /* close waits for the closed run's blocked task */
+    REQUIRE(pthread_create(&th, NULL, open_gate_later, NULL) == 0);
+    EXPECT_OK(dagrt_worker_close(w));
+    CHECKF(h_end(1) != 0 && h_end(2) != 0, "dagrt_worker_close returned before the closed run "
+                                           "finished");
+    pthread_join(th, NULL);
+    EXPECT_OK(dagrt_worker_close(w)); /* idempotent */
+    /* a closed worker starts no new run */
+    EXPECT_STATUS(dagrt_begin_run(o, &r2), DAGRT_STATUS_WRONG_STATE);
+    CHECK_EQ_U64(r2, 4);
+    EXPECT_STATUS(dagrt_worker_stats(w, &st), DAGRT_STATUS_WRONG_STATE);
+    dagrt_worker_free(w);
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+}
+
+int main(void)
+{
+    h_begin("run", 90);
+    RUN_TEST(test_wrong_state);
+    RUN_TEST(test_wait_for_and_release);
+    RUN_TEST(test_worker_submit_and_run);
+    RUN_TEST(test_orchestration_failure);
+    RUN_TEST(test_wrong_thread);
+    RUN_TEST(test_builder_thread_moves_with_run);
+    RUN_TEST(test_free_with_open_run);
+    RUN_TEST(test_worker_close);
+    return h_done();
+}
