@@ -176,7 +176,7 @@ impl Orchestrator {
         }
         let e = self.e.clone();
         self.scope.end_outer(|sid| release_ref(&e, sid));
-        run.close();
+        run.close(|| e.tensormap.lock().drop_run(run.id));
         self.run = None;
         self.owner = 0;
         self.e.builder.store(0, Ordering::Release);
@@ -409,7 +409,11 @@ impl Orchestrator {
                 Attach::Failed(m) => {
                     poisoned.get_or_insert(m);
                 }
-                Attach::Gone => {}
+                Attach::Gone => {
+                    if let Some(m) = run.consumed_failure(p) {
+                        poisoned.get_or_insert(m);
+                    }
+                }
             }
         }
         if let Some(m) = poisoned {

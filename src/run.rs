@@ -36,6 +36,8 @@ pub struct Run {
     /// The fence: live slots of the run plus one while submission is open. Terminal at 0.
     active: AtomicI64,
     closed: AtomicBool,
+    /// Set once the fence reached zero and the end-of-run cleanup ran.
+    finished: AtomicBool,
     completed: AtomicU64,
     failed: AtomicU64,
     cancelled: AtomicU64,
@@ -44,6 +46,10 @@ pub struct Run {
     failure: Mutex<Option<(Arc<str>, FailureKind)>>,
     /// Worker-wide run event, notified when any run's fence reaches zero.
     done_event: Arc<Event>,
+    /// Failed slots of this run that were already consumed, with their messages: a later
+    /// consumer naming one (by handle, or through the TensorMap tombstone it left) is poisoned
+    /// rather than treated as satisfied.
+    failed_slots: Mutex<HashMap<u64, Arc<str>>>,
 }
 
 impl Run {
@@ -53,11 +59,13 @@ impl Run {
             first_slot,
             active: AtomicI64::new(1),
             closed: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             failure: Mutex::new(None),
             done_event,
+            failed_slots: Mutex::new(HashMap::new()),
         }
     }
 
@@ -66,21 +74,24 @@ impl Run {
         self.active.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A slot of this run reached CONSUMED and was freed.
-    pub fn slot_consumed(&self) {
-        self.drop_hold();
+    /// A slot of this run reached CONSUMED and was freed. `at_end` runs if that ended the
+    /// run, before anyone can observe it as done.
+    pub fn slot_consumed(&self, at_end: impl FnOnce()) {
+        self.drop_hold(at_end);
     }
 
-    fn drop_hold(&self) {
+    fn drop_hold(&self, at_end: impl FnOnce()) {
         if self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            at_end();
+            self.finished.store(true, Ordering::Release);
             self.done_event.notify();
         }
     }
 
-    /// Close submission: drop the submission hold; idempotent.
-    pub fn close(&self) {
+    /// Close submission: drop the submission hold; idempotent. `at_end` as above.
+    pub fn close(&self, at_end: impl FnOnce()) {
         if !self.closed.swap(true, Ordering::AcqRel) {
-            self.drop_hold();
+            self.drop_hold(at_end);
         }
     }
 
@@ -97,8 +108,9 @@ impl Run {
         }
     }
 
+    /// Terminal: every slot consumed, submission closed, end-of-run cleanup done.
     pub fn done(&self) -> bool {
-        self.active.load(Ordering::Acquire) == 0
+        self.finished.load(Ordering::Acquire)
     }
 
     /// Record a task failure; the first one is the run's message.
@@ -113,6 +125,23 @@ impl Run {
     pub fn record_submission_failure(&self, msg: &Arc<str>) {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         *f = Some((msg.clone(), FailureKind::Orchestration));
+    }
+
+    /// A failed slot of this run is being consumed.
+    pub fn remember_failed(&self, slot: u64, msg: Arc<str>) {
+        self.failed_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(slot, msg);
+    }
+
+    /// The failure of a consumed slot of this run, if it failed.
+    pub fn consumed_failure(&self, slot: u64) -> Option<Arc<str>> {
+        self.failed_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&slot)
+            .cloned()
     }
 
     pub fn count_completed(&self) {

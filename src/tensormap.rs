@@ -109,6 +109,13 @@ impl Inner {
         }
     }
 
+    /// Forget everything of a finished run (including failure tombstones). Idempotent.
+    pub fn drop_run(&mut self, run: RunId) {
+        if let Some(m) = self.runs.remove(&run) {
+            self.total -= m.count;
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.total
     }

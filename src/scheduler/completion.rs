@@ -119,8 +119,12 @@ fn on_consumed(e: &Engine, sid: SlotId) {
     // SAFETY: this thread won the CONSUMED transition; nobody else touches the data now.
     let d = unsafe { slot.data() };
     let run = d.run.take();
-    if let (Some(r), false) = (&run, d.outputs.is_empty()) {
-        e.tensormap.lock().erase(r.id, sid, &d.outputs);
+    match (&run, slot.core.failure()) {
+        // A failed slot leaves its TensorMap entries as tombstones until the run ends, so
+        // later readers of its outputs are poisoned, not released onto garbage.
+        (Some(r), Some(msg)) => r.remember_failed(sid, msg),
+        (Some(r), None) if !d.outputs.is_empty() => e.tensormap.lock().erase(r.id, sid, &d.outputs),
+        _ => {}
     }
     if let Some(h) = d.heap.take() {
         e.heap.rings[h.ring].release(h.seq);
@@ -128,6 +132,6 @@ fn on_consumed(e: &Engine, sid: SlotId) {
     d.clear();
     e.slots.free(sid);
     if let Some(r) = run {
-        r.slot_consumed();
+        r.slot_consumed(|| e.tensormap.lock().drop_run(r.id));
     }
 }
