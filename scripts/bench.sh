@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Run dagrt's workload bench (benches/workloads.rs) and the peer harness
+# (/work/shared/bench/peers/run.sh) side by side, then print a comparison table.
+#
+# Usage: scripts/bench.sh [BENCH ARGS...]
+#   BENCH ARGS go to `cargo bench --bench workloads --`, e.g. `--workloads W1 --lanes 2`.
+#
+# Env knobs:
+#   ROUNDS=1        rounds; each runs dagrt and the peers once, alternating which goes first.
+#                   The table takes, per figure, the median of the per-round medians.
+#   PEERS=1         0 skips the peer harness (dagrt only).
+#   PY=0            passed to run.sh (1 adds the Python peers; they need `pip install dask`).
+#   PEERS_DIR       peer harness directory (default /work/shared/bench/peers).
+#   OUT             results directory (default target/bench-results/<timestamp>).
+#
+# Results directory: env.txt (machine, load, commit), build.log, workloads-bench (the exact
+# bench executable every round ran), dagrt.rN.jsonl (one JSON
+# object per measurement) and dagrt.rN.log, peers.rN.txt and peers.rN.log (raw run.sh
+# output), table.txt (what is printed) and summary.json (machine-readable summary).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+ROUNDS=${ROUNDS:-1}
+PEERS=${PEERS:-1}
+PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
+out=${OUT:-$root/target/bench-results/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+
+{
+    echo "date: $(date -Is)"
+    echo "host: $(uname -a)"
+    echo "cpus: $(nproc)"
+    echo "load: $(cat /proc/loadavg)"
+    echo "commit: $(git rev-parse HEAD 2>/dev/null || echo none)"
+    echo "dirty files:"; git status --short 2>/dev/null || true
+    echo "rustc: $(rustc -V)"
+    echo "bench args: $*"
+    echo "rounds: $ROUNDS peers: $PEERS PY=${PY:-0}"
+} > "$out/env.txt"
+
+# Build once and run that executable directly in every round: `cargo bench` per round would
+# rebuild (and mix engine versions) if src/ changed while the rounds run.
+echo "== building dagrt bench (log: $out/build.log)" >&2
+cargo bench --bench workloads --no-run > "$out/build.log" 2>&1 || {
+    tail -30 "$out/build.log" >&2
+    exit 1
+}
+exe=$(sed -n 's/.*Executable benches\/workloads.rs (\(.*\))$/\1/p' "$out/build.log" | tail -1)
+[ -x "$exe" ] || { echo "bench executable not found in $out/build.log" >&2; exit 1; }
+cp "$exe" "$out/workloads-bench"
+{
+    echo "bench executable: $exe (copied to workloads-bench)"
+    d=$(git diff HEAD -- src Cargo.toml 2>/dev/null || true)
+    if [ -z "$d" ]; then echo "src vs HEAD: clean"; else echo "src vs HEAD: dirty, diff sha256 $(printf '%s' "$d" | sha256sum | cut -c1-16)"; fi
+} >> "$out/env.txt"
+
+run_dagrt() {
+    echo "== round $1: dagrt bench ${*:2}" >&2
+    "$out/workloads-bench" "${@:2}" > "$out/dagrt.r$1.jsonl" 2> "$out/dagrt.r$1.log" || {
+        tail -20 "$out/dagrt.r$1.log" >&2
+        exit 1
+    }
+}
+
+run_peers() {
+    [ "$PEERS" = 1 ] || return 0
+    echo "== round $1: peers ($PEERS_DIR/run.sh, PY=${PY:-0})" >&2
+    PY=${PY:-0} PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
+        "$PEERS_DIR/run.sh" > "$out/peers.r$1.txt" 2> "$out/peers.r$1.log" || {
+        tail -20 "$out/peers.r$1.log" >&2
+        exit 1
+    }
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+    if [ $((r % 2)) = 1 ]; then
+        run_dagrt "$r" "$@"
+        run_peers "$r"
+    else
+        run_peers "$r"
+        run_dagrt "$r" "$@"
+    fi
+    echo "load after round $r: $(cat /proc/loadavg)" >> "$out/env.txt"
+done
+
+python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
+echo "results: $out" >&2

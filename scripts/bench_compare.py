@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Compare dagrt's workload bench with the peer harness, from a scripts/bench.sh results dir.
+
+Usage: scripts/bench_compare.py RESULTS_DIR [--lanes 2]
+
+Reads RESULTS_DIR/dagrt.r*.jsonl (benches/workloads.rs output) and RESULTS_DIR/peers.r*.txt
+(run.sh output: "peer workload N ns_per_task"). Per figure, the median over rounds of each
+round's median (min/max: over rounds, of the per-round medians for peers and of the per-rep
+extremes for dagrt). Prints a table per workload at the chosen lane/thread count (default 2):
+dagrt best lane kind, each kind, each peer "-t<lanes>", and dagrt best / best peer.
+Writes RESULTS_DIR/summary.json.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    d = args[0]
+    lanes = 2
+    if "--lanes" in args:
+        lanes = int(args[args.index("--lanes") + 1])
+
+    # dagrt: (workload, lanes, kind) -> list of per-round records
+    dg = {}
+    for path in sorted(glob.glob(os.path.join(d, "dagrt.r*.jsonl"))):
+        for line in open(path):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            dg.setdefault((r["workload"], r["lanes"], r["lane_kind"]), []).append(r)
+
+    # peers: (peer, workload) -> list of per-round medians
+    pe = {}
+    phys = {}
+    for path in sorted(glob.glob(os.path.join(d, "peers.r*.txt"))):
+        for line in open(path):
+            p = line.split()
+            if len(p) != 4 or line.startswith("#"):
+                continue
+            try:
+                v = float(p[3])
+            except ValueError:
+                continue
+            if p[0] == "phys":
+                phys.setdefault(p[1], []).append(v)
+            else:
+                pe.setdefault((p[0], p[1]), []).append(v)
+
+    summary = {"results_dir": os.path.abspath(d), "lanes": lanes, "workloads": {},
+               "dagrt_all": [], "peers_all": [], "phys": {}}
+    for (w, nl, k), rs in sorted(dg.items()):
+        summary["dagrt_all"].append({
+            "workload": w, "lanes": nl, "lane_kind": k, "threads": rs[0]["threads"],
+            "tasks": rs[0]["tasks"], "window": rs[0].get("window"),
+            "ns_per_task_median": statistics.median(r["ns_per_task_median"] for r in rs),
+            "ns_per_task_min": min(r["ns_per_task_min"] for r in rs),
+            "ns_per_task_max": max(r["ns_per_task_max"] for r in rs),
+            "submit_ns_per_task_median": statistics.median(
+                r.get("submit_ns_per_task_median", float("nan")) for r in rs),
+            "reducer_submit_ns_median": (statistics.median(r["reducer_submit_ns_median"] for r in rs)
+                                         if "reducer_submit_ns_median" in rs[0] else None),
+            "rounds": len(rs), "reps": rs[0]["reps"]})
+    for (peer, w), vs in sorted(pe.items()):
+        summary["peers_all"].append({"peer": peer, "workload": w,
+                                     "ns_per_task_median": statistics.median(vs),
+                                     "min": min(vs), "max": max(vs), "rounds": len(vs)})
+    for name, vs in phys.items():
+        summary["phys"][name] = statistics.median(vs)
+
+    workloads = sorted({w for (w, _, _) in dg} | {w for (_, w) in pe if re.fullmatch(r"W\d", w)})
+    suffix = f"-t{lanes}"
+    peer_names = sorted({p for (p, _) in pe if p.endswith(suffix)})
+    kinds = ["sub", "next", "next1"]
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.0f}"
+
+    rows = []
+    hdr = (["workload", "dagrt best", "kind"] + [f"dagrt {k}" for k in kinds]
+           + [p for p in peer_names] + ["best peer", "dagrt/best"])
+    for w in workloads:
+        ent = {"workload": w, "dagrt": {}, "peers": {}}
+        for k in kinds:
+            m = next((x for x in summary["dagrt_all"]
+                      if x["workload"] == w and x["lanes"] == lanes and x["lane_kind"] == k), None)
+            if m:
+                ent["dagrt"][k] = {"median": m["ns_per_task_median"], "min": m["ns_per_task_min"],
+                                   "max": m["ns_per_task_max"], "threads": m["threads"],
+                                   "rounds": m["rounds"]}
+        for p in peer_names:
+            if (p, w) in pe:
+                ent["peers"][p] = statistics.median(pe[(p, w)])
+        best_k = min(ent["dagrt"], key=lambda k: ent["dagrt"][k]["median"], default=None)
+        best_p = min(ent["peers"], key=lambda p: ent["peers"][p], default=None)
+        ent["dagrt_best_kind"] = best_k
+        ent["dagrt_best"] = ent["dagrt"][best_k]["median"] if best_k else None
+        ent["best_peer"] = best_p
+        ent["best_peer_ns"] = ent["peers"][best_p] if best_p else None
+        ent["ratio_dagrt_over_best_peer"] = (
+            ent["dagrt_best"] / ent["best_peer_ns"] if best_k and best_p else None)
+        summary["workloads"][w] = ent
+        rows.append([w, fmt(ent["dagrt_best"]), best_k or "-"]
+                    + [fmt(ent["dagrt"].get(k, {}).get("median")) for k in kinds]
+                    + [fmt(ent["peers"].get(p)) for p in peer_names]
+                    + [best_p or "-",
+                       "-" if ent["ratio_dagrt_over_best_peer"] is None
+                       else f"{ent['ratio_dagrt_over_best_peer']:.2f}"])
+
+    widths = [max(len(str(r[i])) for r in [hdr] + rows) for i in range(len(hdr))]
+    print(f"ns per task (median over rounds of the median of reps); dagrt {lanes} lanes "
+          f"({lanes + 2} threads: orchestrator + scheduler + lanes), peers {lanes} threads")
+    print("  ".join(h.rjust(wd) for h, wd in zip(hdr, widths)))
+    for r in rows:
+        print("  ".join(str(c).rjust(wd) for c, wd in zip(r, widths)))
+    if summary["phys"]:
+        print("machine floor (phys, ns): " + ", ".join(
+            f"{k}={v:.0f}" for k, v in summary["phys"].items()))
+    if any(r["lanes"] != lanes for r in summary["dagrt_all"]):
+        print("dagrt, all lane counts (median [min-max] ns/task; submit = first submission to "
+              "close_run_submission returning, per task):")
+        for r in summary["dagrt_all"]:
+            red = r.get("reducer_submit_ns_median")
+            print(f"  {r['workload']} lanes={r['lanes']} {r['lane_kind']:5} threads={r['threads']}: "
+                  f"{r['ns_per_task_median']:.0f} [{r['ns_per_task_min']:.0f}-{r['ns_per_task_max']:.0f}]"
+                  f"  submit {r['submit_ns_per_task_median']:.0f}"
+                  + (f"  reducer submit {red / 1e6:.1f} ms" if red else ""))
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
