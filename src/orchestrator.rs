@@ -354,6 +354,9 @@ impl Orchestrator {
         }
 
         // Step 4 (ahead of output publication, per the ownership rules): scope reference.
+        // Every slot holds one until its scope ends, so a producer named later in the same
+        // scope is still there to be retained; a long stream bounds its slots in flight by
+        // ending nested scopes as it goes.
         self.scope.register(sid);
         slot.core.charge_ref();
 
@@ -363,11 +366,8 @@ impl Orchestrator {
             for i in 0..m.num_deps as usize {
                 // SAFETY: validated non-null with num_deps elements.
                 let dep = unsafe { &*m.deps.add(i) };
-                add_unique(
-                    &mut self.producers,
-                    dep.handle.slot,
-                    dep.kind == DepKind::Retain as u32,
-                );
+                self.producers
+                    .push((dep.handle.slot, dep.kind == DepKind::Retain as u32));
             }
         }
         {
@@ -379,7 +379,7 @@ impl Orchestrator {
                     let producers = &mut self.producers;
                     tm.lookup(run.id, fp, |p| {
                         if p != sid {
-                            add_unique(producers, p, true)
+                            producers.push((p, true))
                         }
                     });
                 }
@@ -389,6 +389,8 @@ impl Orchestrator {
                 }
             }
         }
+
+        dedup_producers(&mut self.producers);
 
         // Step 5: wire onto producers under their locks; count the live ones.
         let mut live = 0;
@@ -478,7 +480,9 @@ impl Orchestrator {
                     "callable is not registered in this process (digest/kind/namespace unknown)",
                 ),
             };
-        self.callables.insert(callable.digest, entry);
+        if cached.is_none() {
+            self.callables.insert(callable.digest, entry);
+        }
         if members.is_empty() {
             return err(Status::InvalidArgument, "a group needs at least one member");
         }
@@ -716,12 +720,22 @@ impl Orchestrator {
     }
 }
 
-fn add_unique(v: &mut Vec<(SlotId, bool)>, p: SlotId, retain: bool) {
-    if let Some(e) = v.iter_mut().find(|e| e.0 == p) {
-        e.1 |= retain;
-    } else {
-        v.push((p, retain));
+/// Repeated producers collapse to one edge; retention wins if any path asked for it.
+fn dedup_producers(v: &mut Vec<(SlotId, bool)>) {
+    if v.len() < 2 {
+        return;
     }
+    v.sort_unstable_by_key(|e| e.0);
+    let mut w = 0;
+    for r in 0..v.len() {
+        if w > 0 && v[w - 1].0 == v[r].0 {
+            v[w - 1].1 |= v[r].1;
+        } else {
+            v[w] = v[r];
+            w += 1;
+        }
+    }
+    v.truncate(w);
 }
 
 fn heap_error(x: HeapError, bytes: u64, ring_size: u64) -> Error {

@@ -9,7 +9,7 @@
 use crate::run::RunId;
 use crate::slot::SlotId;
 use crate::view::Footprint;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 struct MapEntry {
@@ -44,14 +44,15 @@ impl RunMap {
 /// The map's contents, locked for one submit's whole tag walk or one erase.
 #[derive(Default)]
 pub struct Inner {
-    runs: HashMap<RunId, RunMap>,
+    /// Per-run maps; a handful of runs are live at once, so a vector beats hashing.
+    runs: Vec<(RunId, RunMap)>,
     total: usize,
 }
 
 impl Inner {
     /// Call `f` with each slot currently producing memory that `fp` touches.
     pub fn lookup(&self, run: RunId, fp: &Footprint, mut f: impl FnMut(SlotId)) {
-        if let Some(m) = self.runs.get(&run) {
+        if let Some(m) = self.run(run) {
             for (_, e) in m.overlapping(fp) {
                 f(e.owner);
             }
@@ -60,7 +61,14 @@ impl Inner {
 
     /// Make `owner` the producer of `fp`, dropping entries it fully covers.
     pub fn insert(&mut self, run: RunId, fp: Footprint, owner: SlotId) {
-        let m = self.runs.entry(run).or_default();
+        let i = match self.runs.iter().position(|r| r.0 == run) {
+            Some(i) => i,
+            None => {
+                self.runs.push((run, RunMap::default()));
+                self.runs.len() - 1
+            }
+        };
+        let m = &mut self.runs[i].1;
         if m.count > 0 {
             let mut covered = [(0u64, 0u64, 0u64); 8];
             loop {
@@ -94,9 +102,10 @@ impl Inner {
 
     /// Erase the entries at the journaled keys that still belong to `owner`.
     pub fn erase(&mut self, run: RunId, owner: SlotId, keys: &[u64]) {
-        let Some(m) = self.runs.get_mut(&run) else {
+        let Some(i) = self.runs.iter().position(|r| r.0 == run) else {
             return;
         };
+        let m = &mut self.runs[i].1;
         for &lo in keys {
             while let Some((&k, _)) = m.by_lo.range((lo, owner, 0)..=(lo, owner, u64::MAX)).next() {
                 m.by_lo.remove(&k);
@@ -105,15 +114,19 @@ impl Inner {
             }
         }
         if m.count == 0 {
-            self.runs.remove(&run);
+            self.runs.swap_remove(i);
         }
     }
 
     /// Forget everything of a finished run (including failure tombstones). Idempotent.
     pub fn drop_run(&mut self, run: RunId) {
-        if let Some(m) = self.runs.remove(&run) {
-            self.total -= m.count;
+        if let Some(i) = self.runs.iter().position(|r| r.0 == run) {
+            self.total -= self.runs.swap_remove(i).1.count;
         }
+    }
+
+    fn run(&self, run: RunId) -> Option<&RunMap> {
+        self.runs.iter().find(|r| r.0 == run).map(|r| &r.1)
     }
 
     pub fn len(&self) -> usize {
