@@ -5,7 +5,7 @@
 //! core to the threads that have work (there are only two cores), and parks only when the
 //! wait outlasts the spin budget. A notifier touches the mutex only when someone is parked.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -24,8 +24,8 @@ pub fn spin_budget() -> Duration {
 pub struct Event {
     /// Advanced by every notify; a waiter waits for it to differ from what it saw.
     gen: AtomicU64,
-    /// Parked waiters; SeqCst against `gen` (Dekker): a notifier that reads 0 here is
-    /// guaranteed that no waiter will park on the generation it just replaced.
+    /// Parked waiters; SeqCst against the waited-on data (Dekker): a notifier that reads 0
+    /// here is guaranteed that any waiter about to park will see its data first.
     sleepers: AtomicU32,
     mu: Mutex<()>,
     cv: Condvar,
@@ -47,8 +47,20 @@ impl Event {
         self.gen.load(Ordering::SeqCst)
     }
 
+    /// An edge for generation waiters (`wait`): advance the generation and wake sleepers.
     pub fn notify(&self) {
         self.gen.fetch_add(1, Ordering::SeqCst);
+        self.wake_sleepers();
+    }
+
+    /// The caller has published the data a `wait_until` condition reads: wake sleepers. A
+    /// spinning waiter sees the data itself, so this costs no shared write when nobody parked.
+    pub fn notify_cond(&self) {
+        fence(Ordering::SeqCst);
+        self.wake_sleepers();
+    }
+
+    fn wake_sleepers(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = self.mu.lock().unwrap_or_else(|p| p.into_inner());
             self.cv.notify_all();
@@ -57,31 +69,42 @@ impl Event {
 
     /// Wait until the generation differs from `seen` or `deadline` passes (false then).
     pub fn wait(&self, seen: u64, deadline: Option<Instant>) -> bool {
+        self.wait_until(|| self.gen.load(Ordering::Acquire) != seen, deadline)
+    }
+
+    /// Wait until `cond()` holds or `deadline` passes; returns the final `cond()`. Spins
+    /// (yielding) for the spin budget, then parks; a parked waiter re-checks `cond()` under
+    /// the event mutex, which every notifier takes before waking, so no wake-up is lost.
+    pub fn wait_until(&self, mut cond: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
+        if cond() {
+            return true;
+        }
         let start = Instant::now();
         let budget = spin_budget();
         let mut i = 0u32;
         loop {
-            if self.gen.load(Ordering::Acquire) != seen {
-                return true;
-            }
             i = i.wrapping_add(1);
             if i % 16 == 0 {
                 let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return cond();
+                }
                 if now.duration_since(start) >= budget {
                     break;
-                }
-                if deadline.is_some_and(|d| now >= d) {
-                    return false;
                 }
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }
+            if cond() {
+                return true;
+            }
         }
         self.sleepers.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         let mut g = self.mu.lock().unwrap_or_else(|p| p.into_inner());
-        let changed = loop {
-            if self.gen.load(Ordering::SeqCst) != seen {
+        let met = loop {
+            if cond() {
                 break true;
             }
             match deadline {
@@ -91,30 +114,13 @@ impl Event {
                     if now >= d {
                         break false;
                     }
-                    g = self
-                        .cv
-                        .wait_timeout(g, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    g = self.cv.wait_timeout(g, d - now).unwrap_or_else(|p| p.into_inner()).0;
                 }
             }
         };
         drop(g);
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        changed
-    }
-
-    /// Wait until `cond()` holds or `deadline` passes; returns the final `cond()`.
-    pub fn wait_until(&self, mut cond: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
-        loop {
-            let seen = self.generation();
-            if cond() {
-                return true;
-            }
-            if !self.wait(seen, deadline) {
-                return cond();
-            }
-        }
+        met
     }
 }
 

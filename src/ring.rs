@@ -253,7 +253,7 @@ impl SlotTable {
             .stack
             .push((id & INDEX_MASK) as u32);
         self.live.fetch_sub(1, Ordering::AcqRel);
-        self.freed.notify();
+        self.freed.notify_cond();
     }
 
     pub fn live(&self) -> i64 {
@@ -363,7 +363,7 @@ impl HeapRing {
         }
         drop(st);
         if advanced {
-            self.freed.notify();
+            self.freed.notify_cond();
         }
     }
 

@@ -84,7 +84,7 @@ impl Run {
         if self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
             at_end();
             self.finished.store(true, Ordering::Release);
-            self.done_event.notify();
+            self.done_event.notify_cond();
         }
     }
 

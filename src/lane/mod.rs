@@ -82,13 +82,13 @@ impl Mailbox {
         // SAFETY: the lane is idle (the scheduler saw its completion), so nobody reads `job`.
         unsafe { *self.job.get() = job };
         self.state.store(WORK, Ordering::Release);
-        self.wake.notify();
+        self.wake.notify_cond();
     }
 
     /// Scheduler: ask an idle lane to exit.
     pub fn stop(&self) {
         self.state.store(STOP, Ordering::Release);
-        self.wake.notify();
+        self.wake.notify_cond();
     }
 
     /// Lane: wait for the next job; `None` means stop.

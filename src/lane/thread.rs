@@ -19,7 +19,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
             member: job.member,
             failure,
         });
-        e.sched_event.notify();
+        e.sched_event.notify_cond();
     }
 }
 

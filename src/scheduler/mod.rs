@@ -104,7 +104,11 @@ impl Sched {
                     .as_ref()
                     .filter(|st| !st.warned)
                     .map(|st| st.since + STALL_WARNING_AFTER);
-                self.e.sched_event.wait(seen, deadline);
+                let e = &self.e;
+                e.sched_event.wait_until(
+                    || e.sched_event.generation() != seen || !e.completions.is_empty() || e.stopping(),
+                    deadline,
+                );
             }
         }
     }
