@@ -114,7 +114,11 @@ impl Event {
                     if now >= d {
                         break false;
                     }
-                    g = self.cv.wait_timeout(g, d - now).unwrap_or_else(|p| p.into_inner()).0;
+                    g = self
+                        .cv
+                        .wait_timeout(g, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
                 }
             }
         };

@@ -384,8 +384,7 @@ impl Orchestrator {
                     });
                 }
                 if tag.inserts() {
-                    d.outputs.push(fp.lo);
-                    tm.insert(run.id, *fp, sid);
+                    d.outputs.push(tm.insert(run.id, *fp, sid));
                 }
             }
         }
@@ -694,8 +693,8 @@ impl Orchestrator {
         d.heap = Some(HeapClaim { ring, seq });
         self.scope.register(sid);
         let fp = Footprint::dense(ptr as u64, bytes);
-        d.outputs.push(fp.lo);
-        self.e.tensormap.lock().insert(run.id, fp, sid);
+        let key = self.e.tensormap.lock().insert(run.id, fp, sid);
+        d.outputs.push(key);
         slot.core.complete_synthetic(1);
         Ok((
             ptr,

@@ -65,7 +65,7 @@ pub struct SlotData {
     /// Producers this slot holds a lifetime reference on (released when it finishes).
     pub producers: Vec<SlotId>,
     /// Output journal: the TensorMap keys this slot published (erased owner-checked).
-    pub outputs: Vec<u64>,
+    pub outputs: Vec<crate::tensormap::MapKey>,
     pub heap: Option<HeapClaim>,
     /// Group aggregation (scheduler only): members not yet terminal, and the first failure.
     pub members_left: u32,

@@ -106,7 +106,11 @@ impl Sched {
                     .map(|st| st.since + STALL_WARNING_AFTER);
                 let e = &self.e;
                 e.sched_event.wait_until(
-                    || e.sched_event.generation() != seen || !e.completions.is_empty() || e.stopping(),
+                    || {
+                        e.sched_event.generation() != seen
+                            || !e.completions.is_empty()
+                            || e.stopping()
+                    },
                     deadline,
                 );
             }
