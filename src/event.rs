@@ -84,7 +84,7 @@ impl Event {
         let mut i = 0u32;
         loop {
             i = i.wrapping_add(1);
-            if i % 16 == 0 {
+            if i % 64 == 0 {
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
                     return cond();

@@ -59,6 +59,8 @@ pub struct Orchestrator {
     targets: Vec<u32>,
     /// Resolved callables (registry entries are never removed, so the cache never goes stale).
     callables: std::collections::HashMap<[u8; 32], &'static Entry>,
+    /// The callable of the previous submit: graphs mostly repeat a few callables in runs.
+    last_callable: Option<&'static Entry>,
 }
 
 impl Orchestrator {
@@ -73,6 +75,7 @@ impl Orchestrator {
             footprints: Vec::new(),
             targets: Vec::new(),
             callables: std::collections::HashMap::new(),
+            last_callable: None,
         }
     }
 
@@ -482,6 +485,7 @@ impl Orchestrator {
         if cached.is_none() {
             self.callables.insert(callable.digest, entry);
         }
+        self.last_callable = Some(entry);
         if members.is_empty() {
             return err(Status::InvalidArgument, "a group needs at least one member");
         }

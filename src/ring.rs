@@ -163,7 +163,9 @@ struct FreeList {
 
 pub struct SlotTable {
     chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    /// Slots per chunk (a power of two) and its log2: index arithmetic is shifts and masks.
     chunk: usize,
+    chunk_shift: u32,
     window: u32,
     /// Free table entries (the task window's capacity).
     free: Mutex<FreeList>,
@@ -176,12 +178,13 @@ impl SlotTable {
     /// A table of `window` slots (at most 2^24).
     pub fn new(window: u32) -> SlotTable {
         let window = window.clamp(1, 1 << INDEX_BITS);
-        let chunk = (window as usize).min(CHUNK);
+        let chunk = (window as usize).next_power_of_two().min(CHUNK);
         SlotTable {
             chunks: (0..(window as usize).div_ceil(chunk))
                 .map(|_| OnceLock::new())
                 .collect(),
             chunk,
+            chunk_shift: chunk.trailing_zeros(),
             window,
             free: Mutex::new(FreeList {
                 stack: Vec::new(),
@@ -200,16 +203,16 @@ impl SlotTable {
     /// caller-supplied id is checked with `contains` first).
     pub fn get(&self, id: SlotId) -> &Slot {
         let i = (id & INDEX_MASK) as usize;
-        let c = self.chunks[i / self.chunk]
+        let c = self.chunks[i >> self.chunk_shift]
             .get()
             .expect("slot chunk materialised by claim");
-        &c[i % self.chunk]
+        &c[i & (self.chunk - 1)]
     }
 
     /// Whether `id` names a materialised table entry (a forged or foreign id may not).
     pub fn contains(&self, id: SlotId) -> bool {
         let i = (id & INDEX_MASK) as usize;
-        i < self.window as usize && self.chunks[i / self.chunk].get().is_some()
+        i < self.window as usize && self.chunks[i >> self.chunk_shift].get().is_some()
     }
 
     /// Claim a free table entry for sequence number `seq`, waiting until `deadline` for
@@ -230,7 +233,7 @@ impl SlotTable {
             deadline,
         );
         let i = index.filter(|_| got)? as usize;
-        self.chunks[i / self.chunk].get_or_init(|| {
+        self.chunks[i >> self.chunk_shift].get_or_init(|| {
             (0..self.chunk)
                 .map(|_| Slot {
                     core: SlotCore::default(),
