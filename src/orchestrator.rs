@@ -460,11 +460,14 @@ impl Orchestrator {
         workers: &[i32],
         run: &Run,
     ) -> Result<(&'static Entry, u64)> {
-        let cached = self
-            .callables
-            .get(&callable.digest)
-            .copied()
-            .filter(|e| e.ident == *callable);
+        let cached = match self.last_callable {
+            Some(e) if e.ident == *callable => Some(e),
+            _ => self
+                .callables
+                .get(&callable.digest)
+                .copied()
+                .filter(|e| e.ident == *callable),
+        };
         let entry =
             match cached.or_else(|| callable::resolve(callable)) {
                 Some(e) if e.ident.kind == CallableKind::Task as u32 => e,

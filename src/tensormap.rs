@@ -1,79 +1,184 @@
 //! The TensorMap (Orchestrator seed §7): (run, memory) -> current producer slots.
 //!
-//! Keys are the footprints of tensor views, indexed by their first byte, so a lookup finds
-//! every live writer whose footprint overlaps the reader's, whatever data pointer each used.
-//! An insert replaces only the writers the new footprint fully covers; a writer that is only
-//! partly overwritten keeps its entry. Erase is owner-checked: every entry has a unique key
-//! that its owner journals, so a superseded writer that is consumed first never removes a
-//! later writer's entry.
+//! Keys are the footprints of tensor views, so a lookup finds every live writer whose
+//! footprint overlaps the reader's, whatever data pointer each used. An insert replaces only
+//! the writers the new footprint fully covers; a writer that is only partly overwritten keeps
+//! its entry. Erase is owner-checked: every entry has a unique key its owner journals, so a
+//! superseded writer that is consumed first never removes a later writer's entry.
+//!
+//! Index: small footprints (the common case: whole small buffers) are hashed by the 256-byte
+//! granules they span, so an insert or lookup is one or two hash probes; footprints spanning
+//! more than 8 granules (matrix tiles, big buffers) live in an ordered index searched by
+//! address range.
 
 use crate::run::RunId;
 use crate::slot::SlotId;
 use crate::view::Footprint;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
-/// An entry's key: (first byte, insertion sequence within its run). Owners journal it.
-pub type MapKey = (u64, u64);
+/// An entry's key: (slab index, insertion sequence). Owners journal it.
+pub type MapKey = (u32, u64);
 
+const GRANULE_SHIFT: u32 = 8;
+/// Footprints spanning at most this many granules are hashed by granule.
+const SMALL_GRANULES: u64 = 8;
 const DENSE: u32 = u32::MAX;
 
-/// Kept small so the B-tree moves little: a dense footprint is (lo, hi) alone; a strided
-/// one keeps its dimensions in the run map's side slab.
+/// Multiplicative hashing for granule numbers (SipHash would dominate the probe).
+#[derive(Default)]
+struct GranuleHasher(u64);
+
+impl Hasher for GranuleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (x ^ (x >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 #[derive(Clone, Copy)]
 struct MapEntry {
     owner: SlotId,
+    lo: u64,
     hi: u64,
+    /// 0 for a free slab entry.
+    seq: u64,
     /// Index into `RunMap::strided`, or DENSE.
     shape: u32,
 }
 
+fn granules(lo: u64, hi: u64) -> (u64, u64) {
+    (lo >> GRANULE_SHIFT, (hi - 1) >> GRANULE_SHIFT)
+}
+
 #[derive(Default)]
 struct RunMap {
-    by_lo: BTreeMap<MapKey, MapEntry>,
-    seq: u64,
-    /// Longest footprint interval present: bounds the backwards reach of a range query.
-    max_len: u64,
+    entries: Vec<MapEntry>,
+    free: Vec<u32>,
+    live: usize,
+    small: HashMap<u64, Vec<u32>, BuildHasherDefault<GranuleHasher>>,
+    big: BTreeMap<(u64, u64), u32>,
+    /// Longest big footprint: bounds the backwards reach of a range query.
+    big_max_len: u64,
     strided: Vec<Footprint>,
     free_strided: Vec<u32>,
+    seq: u64,
 }
 
 impl RunMap {
-    fn footprint(&self, lo: u64, e: &MapEntry) -> Footprint {
+    fn footprint(&self, e: &MapEntry) -> Footprint {
         if e.shape == DENSE {
-            Footprint::dense(lo, e.hi - lo)
+            Footprint::dense(e.lo, e.hi - e.lo)
         } else {
             self.strided[e.shape as usize]
         }
     }
 
-    /// Entries whose footprint overlaps `fp`.
-    fn overlapping<'a>(
-        &'a self,
-        fp: &'a Footprint,
-    ) -> impl Iterator<Item = (MapKey, MapEntry, Footprint)> + 'a {
-        let from = fp.lo.saturating_sub(self.max_len);
-        self.by_lo
-            .range((from, 0)..(fp.hi, 0))
-            .filter_map(move |(&k, e)| {
-                if e.hi <= fp.lo {
-                    return None;
+    /// Slab indexes of the entries whose footprint overlaps `fp`, into `out` (deduplicated).
+    fn overlapping(&self, fp: &Footprint, out: &mut Vec<u32>) {
+        out.clear();
+        let (g0, g1) = granules(fp.lo, fp.hi);
+        if !self.small.is_empty() {
+            if g1 - g0 < 64 || g1 - g0 < self.small.len() as u64 {
+                for g in g0..=g1 {
+                    if let Some(b) = self.small.get(&g) {
+                        out.extend_from_slice(b);
+                    }
                 }
-                let f = self.footprint(k.0, e);
-                f.overlaps(fp).then_some((k, *e, f))
-            })
+            } else {
+                for (g, b) in &self.small {
+                    if (g0..=g1).contains(g) {
+                        out.extend_from_slice(b);
+                    }
+                }
+            }
+            if g1 > g0 {
+                out.sort_unstable();
+                out.dedup();
+            }
+        }
+        if !self.big.is_empty() {
+            let from = fp.lo.saturating_sub(self.big_max_len);
+            out.extend(self.big.range((from, 0)..(fp.hi, 0)).map(|(_, &i)| i));
+        }
+        out.retain(|&i| {
+            let e = &self.entries[i as usize];
+            e.lo < fp.hi && fp.lo < e.hi && self.footprint(e).overlaps(fp)
+        });
     }
 
-    fn remove(&mut self, k: &MapKey) -> Option<MapEntry> {
-        let e = self.by_lo.remove(k)?;
+    fn add(&mut self, fp: Footprint, owner: SlotId) -> MapKey {
+        let shape = if fp.dense {
+            DENSE
+        } else if let Some(s) = self.free_strided.pop() {
+            self.strided[s as usize] = fp;
+            s
+        } else {
+            self.strided.push(fp);
+            (self.strided.len() - 1) as u32
+        };
+        self.seq += 1;
+        let e = MapEntry {
+            owner,
+            lo: fp.lo,
+            hi: fp.hi,
+            seq: self.seq,
+            shape,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = e;
+                i
+            }
+            None => {
+                self.entries.push(e);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let (g0, g1) = granules(fp.lo, fp.hi);
+        if g1 - g0 < SMALL_GRANULES {
+            for g in g0..=g1 {
+                self.small.entry(g).or_default().push(idx);
+            }
+        } else {
+            self.big_max_len = self.big_max_len.max(fp.hi - fp.lo);
+            self.big.insert((fp.lo, self.seq), idx);
+        }
+        self.live += 1;
+        (idx, self.seq)
+    }
+
+    fn remove(&mut self, idx: u32) {
+        let e = self.entries[idx as usize];
+        let (g0, g1) = granules(e.lo, e.hi);
+        if g1 - g0 < SMALL_GRANULES {
+            for g in g0..=g1 {
+                if let Some(b) = self.small.get_mut(&g) {
+                    if let Some(p) = b.iter().position(|&x| x == idx) {
+                        b.swap_remove(p);
+                    }
+                    if b.is_empty() {
+                        self.small.remove(&g);
+                    }
+                }
+            }
+        } else {
+            self.big.remove(&(e.lo, e.seq));
+        }
         if e.shape != DENSE {
             self.free_strided.push(e.shape);
         }
-        Some(e)
-    }
-
-    fn len(&self) -> usize {
-        self.by_lo.len()
+        self.entries[idx as usize].seq = 0;
+        self.free.push(idx);
+        self.live -= 1;
     }
 }
 
@@ -83,20 +188,23 @@ pub struct Inner {
     /// Per-run maps; a handful of runs are live at once, so a vector beats hashing.
     runs: Vec<(RunId, RunMap)>,
     total: usize,
+    scratch: Vec<u32>,
 }
 
 impl Inner {
     /// Call `f` with each slot currently producing memory that `fp` touches.
-    pub fn lookup(&self, run: RunId, fp: &Footprint, mut f: impl FnMut(SlotId)) {
-        if let Some(m) = self.runs.iter().find(|r| r.0 == run).map(|r| &r.1) {
-            for (_, e, _) in m.overlapping(fp) {
-                f(e.owner);
-            }
+    pub fn lookup(&mut self, run: RunId, fp: &Footprint, mut f: impl FnMut(SlotId)) {
+        let Some(m) = self.runs.iter().find(|r| r.0 == run).map(|r| &r.1) else {
+            return;
+        };
+        m.overlapping(fp, &mut self.scratch);
+        for &i in &self.scratch {
+            f(m.entries[i as usize].owner);
         }
     }
 
     /// Make `owner` the producer of `fp`, dropping entries it fully covers. Returns the key
-    /// the owner must journal to erase its entry later.
+    /// the owner journals to erase its entry later.
     pub fn insert(&mut self, run: RunId, fp: Footprint, owner: SlotId) -> MapKey {
         let i = match self.runs.iter().position(|r| r.0 == run) {
             Some(i) => i,
@@ -106,48 +214,18 @@ impl Inner {
             }
         };
         let m = &mut self.runs[i].1;
-        let mut covered = [(0u64, 0u64); 8];
-        loop {
-            let mut n = 0;
-            for (k, _, f) in m.overlapping(&fp) {
-                if fp.covers(&f) {
-                    covered[n] = k;
-                    n += 1;
-                    if n == covered.len() {
-                        break;
-                    }
+        if m.live > 0 {
+            m.overlapping(&fp, &mut self.scratch);
+            for &idx in &self.scratch {
+                let old = m.entries[idx as usize];
+                if fp.covers(&m.footprint(&old)) {
+                    m.remove(idx);
+                    self.total -= 1;
                 }
             }
-            for k in &covered[..n] {
-                m.remove(k);
-            }
-            self.total -= n;
-            if n < covered.len() {
-                break;
-            }
         }
-        let shape = if fp.dense {
-            DENSE
-        } else if let Some(s) = m.free_strided.pop() {
-            m.strided[s as usize] = fp;
-            s
-        } else {
-            m.strided.push(fp);
-            (m.strided.len() - 1) as u32
-        };
-        m.max_len = m.max_len.max(fp.hi - fp.lo);
-        m.seq += 1;
-        let key = (fp.lo, m.seq);
-        m.by_lo.insert(
-            key,
-            MapEntry {
-                owner,
-                hi: fp.hi,
-                shape,
-            },
-        );
         self.total += 1;
-        key
+        m.add(fp, owner)
     }
 
     /// Erase the journaled entries that still exist and belong to `owner`.
@@ -156,13 +234,14 @@ impl Inner {
             return;
         };
         let m = &mut self.runs[i].1;
-        for k in keys {
-            if m.by_lo.get(k).is_some_and(|e| e.owner == owner) {
-                m.remove(k);
+        for &(idx, seq) in keys {
+            let e = m.entries.get(idx as usize);
+            if e.is_some_and(|e| e.seq == seq && e.owner == owner) {
+                m.remove(idx);
                 self.total -= 1;
             }
         }
-        if m.len() == 0 {
+        if m.live == 0 {
             self.runs.swap_remove(i);
         }
     }
@@ -170,7 +249,7 @@ impl Inner {
     /// Forget everything of a finished run (including failure tombstones). Idempotent.
     pub fn drop_run(&mut self, run: RunId) {
         if let Some(i) = self.runs.iter().position(|r| r.0 == run) {
-            self.total -= self.runs.swap_remove(i).1.len();
+            self.total -= self.runs.swap_remove(i).1.live;
         }
     }
 
