@@ -15,7 +15,9 @@ use crate::ring::{
     align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind, INDEX_BITS,
 };
 use crate::run::{Run, RunId};
-use crate::scheduler::completion::{enqueue_ready, propagate_pending, release_ref, retire};
+use crate::scheduler::completion::{
+    consume_all, enqueue_ready, propagate_pending, release_ref, retire,
+};
 use crate::scope::{Scope, ScopeError, MAX_SCOPE_DEPTH};
 use crate::slot::{Attach, Claim, Publish, SlotId};
 use crate::task::{
@@ -59,6 +61,8 @@ pub struct Orchestrator {
     targets: Vec<u32>,
     /// Resolved callables (registry entries are never removed, so the cache never goes stale).
     callables: std::collections::HashMap<[u8; 32], &'static Entry>,
+    /// Scratch: slots this thread consumed, reclaimed in one batch.
+    reclaim: Vec<SlotId>,
     /// The callable of the previous submit: graphs mostly repeat a few callables in runs.
     last_callable: Option<&'static Entry>,
 }
@@ -76,6 +80,7 @@ impl Orchestrator {
             targets: Vec::new(),
             callables: std::collections::HashMap::new(),
             last_callable: None,
+            reclaim: Vec::new(),
         }
     }
 
@@ -178,7 +183,9 @@ impl Orchestrator {
             );
         }
         let e = self.e.clone();
-        self.scope.end_outer(|sid| release_ref(&e, sid));
+        let reclaim = &mut self.reclaim;
+        self.scope.end_outer(|sid| release_ref(&e, sid, reclaim));
+        consume_all(&e, reclaim);
         run.close(|| e.tensormap.lock().drop_run(run.id));
         self.run = None;
         self.owner = 0;
@@ -229,8 +236,9 @@ impl Orchestrator {
         }
         for &id in &claimed {
             run.count_cancelled();
-            retire(&self.e, id);
+            retire(&self.e, id, &mut self.reclaim);
         }
+        consume_all(&self.e, &mut self.reclaim);
     }
 
     /// Fail the open run, whatever thread built it (the worker is being freed).
@@ -245,7 +253,9 @@ impl Orchestrator {
     pub fn end_open_scopes(&mut self) {
         let e = self.e.clone();
         while self.scope.depth() > 1 {
-            let _ = self.scope.end(|sid| release_ref(&e, sid));
+            let reclaim = &mut self.reclaim;
+            let _ = self.scope.end(|sid| release_ref(&e, sid, reclaim));
+            consume_all(&e, reclaim);
         }
     }
 
@@ -262,15 +272,17 @@ impl Orchestrator {
     pub fn scope_end(&mut self) -> Result<()> {
         self.building()?;
         let e = self.e.clone();
-        self.scope
-            .end(|sid| release_ref(&e, sid))
-            .map_err(|x| match x {
-                ScopeError::Unbalanced => Error::new(
-                    Status::ScopeUnbalanced,
-                    "scope_end without a matching scope_begin",
-                ),
-                ScopeError::TooDeep => Error::new(Status::ScopeTooDeep, "scope too deep"),
-            })
+        let ended = self
+            .scope
+            .end(|sid| release_ref(&e, sid, &mut self.reclaim));
+        consume_all(&e, &mut self.reclaim);
+        ended.map_err(|x| match x {
+            ScopeError::Unbalanced => Error::new(
+                Status::ScopeUnbalanced,
+                "scope_end without a matching scope_begin",
+            ),
+            ScopeError::TooDeep => Error::new(Status::ScopeTooDeep, "scope too deep"),
+        })
     }
 
     /// Submit one task or group. `members` are the per-member args; `workers` the NEXT_LEVEL
@@ -441,7 +453,10 @@ impl Orchestrator {
         match slot.core.publish(live) {
             Publish::Ready => enqueue_ready(&self.e, sid, true),
             Publish::Pending => {}
-            Publish::Claimed => propagate_pending(&self.e, sid),
+            Publish::Claimed => {
+                propagate_pending(&self.e, sid, &mut self.reclaim);
+                consume_all(&self.e, &mut self.reclaim);
+            }
         }
         Ok(TaskHandle {
             run_id: run.id,

@@ -259,6 +259,20 @@ impl SlotTable {
         self.freed.notify_cond();
     }
 
+    /// `free` for a batch: one free-list lock and one wake-up.
+    pub fn free_all(&self, ids: &[SlotId]) {
+        for &id in ids {
+            self.get(id).core.free();
+        }
+        {
+            let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            f.stack
+                .extend(ids.iter().map(|&id| (id & INDEX_MASK) as u32));
+        }
+        self.live.fetch_sub(ids.len() as i64, Ordering::AcqRel);
+        self.freed.notify_cond();
+    }
+
     pub fn live(&self) -> i64 {
         self.live.load(Ordering::Acquire)
     }

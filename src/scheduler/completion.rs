@@ -30,15 +30,22 @@ pub fn enqueue_ready(e: &Engine, sid: SlotId, notify: bool) {
 }
 
 /// Aggregate completion of a dispatched slot: COMPLETED or FAILED, consumers released or
-/// poisoned, producer references released, then the self-release.
-pub fn complete_task(e: &Engine, sid: SlotId, failure: Option<Arc<str>>, edges: &mut Vec<Edge>) {
+/// poisoned, producer references released, then the self-release. Slots that reach CONSUMED
+/// are collected in `reclaim` for `consume_all`.
+pub fn complete_task(
+    e: &Engine,
+    sid: SlotId,
+    failure: Option<Arc<str>>,
+    edges: &mut Vec<Edge>,
+    reclaim: &mut Vec<SlotId>,
+) {
     let slot = e.slots.get(sid);
     slot.core.finish(failure.as_ref(), edges);
     // SAFETY: the slot is terminal and only this thread finishes it; `run` is immutable.
-    let run = unsafe { slot.data() }.run.clone();
+    let run = unsafe { slot.data() }.run.as_ref();
     match &failure {
         None => {
-            if let Some(r) = &run {
+            if let Some(r) = run {
                 r.count_completed();
             }
             for edge in edges.drain(..) {
@@ -48,20 +55,20 @@ pub fn complete_task(e: &Engine, sid: SlotId, failure: Option<Arc<str>>, edges: 
             }
         }
         Some(msg) => {
-            if let Some(r) = &run {
+            if let Some(r) = run {
                 r.count_failed();
                 r.record_failure(msg);
             }
             let consumers: Vec<SlotId> = edges.drain(..).map(|x| x.slot).collect();
-            poison(e, consumers, msg);
+            poison(e, consumers, msg, reclaim);
         }
     }
-    retire(e, sid);
+    retire(e, sid, reclaim);
 }
 
 /// Failure propagation: claim every not-yet-running descendant FAILED (never dispatched),
 /// then retire each one.
-pub fn poison(e: &Engine, mut stack: Vec<SlotId>, msg: &Arc<str>) {
+pub fn poison(e: &Engine, mut stack: Vec<SlotId>, msg: &Arc<str>, reclaim: &mut Vec<SlotId>) {
     let mut edges = Vec::new();
     while let Some(c) = stack.pop() {
         let core = &e.slots.get(c).core;
@@ -72,13 +79,13 @@ pub fn poison(e: &Engine, mut stack: Vec<SlotId>, msg: &Arc<str>) {
                 r.record_failure(msg);
             }
             stack.extend(edges.drain(..).map(|x| x.slot));
-            retire(e, c);
+            retire(e, c, reclaim);
         }
     }
 }
 
 /// The submitting thread's half of a failure claimed while the slot was BUILDING.
-pub fn propagate_pending(e: &Engine, sid: SlotId) {
+pub fn propagate_pending(e: &Engine, sid: SlotId, reclaim: &mut Vec<SlotId>) {
     let mut edges = Vec::new();
     let core = &e.slots.get(sid).core;
     if !core.take_pending_propagation(&mut edges) {
@@ -90,48 +97,73 @@ pub fn propagate_pending(e: &Engine, sid: SlotId) {
         r.count_failed();
         r.record_failure(&msg);
     }
-    poison(e, edges.into_iter().map(|x| x.slot).collect(), &msg);
-    retire(e, sid);
+    poison(
+        e,
+        edges.into_iter().map(|x| x.slot).collect(),
+        &msg,
+        reclaim,
+    );
+    retire(e, sid, reclaim);
 }
 
 /// A terminal slot gives back what it holds: its references on producers, then its own
 /// self-release.
-pub(crate) fn retire(e: &Engine, sid: SlotId) {
+pub(crate) fn retire(e: &Engine, sid: SlotId, reclaim: &mut Vec<SlotId>) {
     // SAFETY: the slot is terminal; its producer list is no longer written.
     let d = unsafe { e.slots.get(sid).data() };
     for i in 0..d.producers.len() {
-        release_ref(e, d.producers[i]);
+        release_ref(e, d.producers[i], reclaim);
     }
-    release_ref(e, sid);
+    release_ref(e, sid, reclaim);
 }
 
-/// Release one lifetime reference on `sid`; consume it at the threshold.
-pub fn release_ref(e: &Engine, sid: SlotId) {
+/// Release one lifetime reference on `sid`; at the threshold it is CONSUMED and goes to
+/// `reclaim`.
+pub fn release_ref(e: &Engine, sid: SlotId, reclaim: &mut Vec<SlotId>) {
     if e.slots.get(sid).core.release_ref() {
-        on_consumed(e, sid);
+        reclaim.push(sid);
     }
 }
 
-/// CONSUMED: erase the TensorMap entries still owned, release the heap slab, free the slot
-/// and count it off its run's fence.
-fn on_consumed(e: &Engine, sid: SlotId) {
-    let slot = e.slots.get(sid);
-    // SAFETY: this thread won the CONSUMED transition; nobody else touches the data now.
-    let d = unsafe { slot.data() };
-    let run = d.run.take();
-    match (&run, slot.core.failure()) {
-        // A failed slot leaves its TensorMap entries as tombstones until the run ends, so
-        // later readers of its outputs are poisoned, not released onto garbage.
-        (Some(r), Some(msg)) => r.remember_failed(sid, msg),
-        (Some(r), None) if !d.outputs.is_empty() => e.tensormap.lock().erase(r.id, sid, &d.outputs),
-        _ => {}
+/// on_consumed for a batch of CONSUMED slots: erase the TensorMap entries each still owns
+/// (one lock for the batch), release heap slabs, free the slots (one free-list lock), then
+/// count each off its run's fence. Leaves `reclaim` empty.
+pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
+    if reclaim.is_empty() {
+        return;
     }
-    if let Some(h) = d.heap.take() {
-        e.heap.rings[h.ring].release(h.seq);
+    {
+        let mut tm = None;
+        for &sid in reclaim.iter() {
+            let slot = e.slots.get(sid);
+            // SAFETY: this thread won the CONSUMED transition of every slot in the batch.
+            let d = unsafe { slot.data() };
+            let Some(r) = &d.run else { continue };
+            match slot.core.failure() {
+                // A failed slot leaves its TensorMap entries as tombstones until the run
+                // ends, so later readers of its outputs are poisoned, not released onto
+                // garbage.
+                Some(msg) => r.remember_failed(sid, msg),
+                None if !d.outputs.is_empty() => tm
+                    .get_or_insert_with(|| e.tensormap.lock())
+                    .erase(r.id, sid, &d.outputs),
+                None => {}
+            }
+        }
     }
-    d.clear();
-    e.slots.free(sid);
-    if let Some(r) = run {
+    let mut runs = Vec::with_capacity(reclaim.len().min(8));
+    for &sid in reclaim.iter() {
+        // SAFETY: as above.
+        let d = unsafe { e.slots.get(sid).data() };
+        if let Some(h) = d.heap.take() {
+            e.heap.rings[h.ring].release(h.seq);
+        }
+        runs.push(d.run.take());
+        d.clear();
+    }
+    e.slots.free_all(reclaim);
+    for r in runs.into_iter().flatten() {
         r.slot_consumed(|| e.tensormap.lock().drop_run(r.id));
     }
+    reclaim.clear();
 }

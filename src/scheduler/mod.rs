@@ -27,6 +27,8 @@ struct Sched {
     sub: Vec<u32>,
     posts: Vec<(u32, Job)>,
     edges: Vec<Edge>,
+    /// Slots consumed while draining completions, reclaimed as one batch.
+    reclaim: Vec<crate::slot::SlotId>,
     idle_subs: Vec<u32>,
     /// The current stall episode of a blocked group head, if any.
     stall: Option<Stall>,
@@ -59,6 +61,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
         sub,
         posts: Vec::new(),
         edges: Vec::new(),
+        reclaim: Vec::new(),
         idle_subs: Vec::new(),
         stall: None,
     };
@@ -76,6 +79,7 @@ impl Sched {
                 self.on_completion(c);
                 done += 1;
             }
+            completion::consume_all(&self.e, &mut self.reclaim);
             let t1 = if traced { self.e.trace.now() } else { 0 };
             let posted = self.dispatch();
             if traced {
@@ -134,7 +138,7 @@ impl Sched {
         } else {
             c.failure
         };
-        completion::complete_task(&self.e, c.slot, failure, &mut self.edges);
+        completion::complete_task(&self.e, c.slot, failure, &mut self.edges, &mut self.reclaim);
     }
 
     /// One dispatch pass; returns how many jobs it posted.
