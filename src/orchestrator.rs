@@ -19,7 +19,7 @@ use crate::scheduler::completion::{
     consume_all, enqueue_ready, propagate_pending, release_ref, retire,
 };
 use crate::scope::{Scope, ScopeError, MAX_SCOPE_DEPTH};
-use crate::slot::{Attach, Claim, Publish, SlotId};
+use crate::slot::{Attach, Claim, Publish, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE, ROUTE_SUB};
 use crate::task::{
     dense_bytes, dtype_size, CallConfig, DepKind, Tag, TaskArgs, TaskHandle, Tensor,
     MAX_TENSOR_DIMS,
@@ -449,9 +449,21 @@ impl Orchestrator {
             }
         }
 
-        // Step 6: publication.
+        // Step 6: publication, with the route the scheduler will use.
+        let route = Route {
+            kind: match kind {
+                SubmitKind::NextLevel => ROUTE_SINGLE,
+                SubmitKind::NextLevelGroup => ROUTE_GROUP,
+                SubmitKind::Sub | SubmitKind::SubGroup => ROUTE_SUB,
+            },
+            members: members.len() as u32,
+            run: run.id,
+            lane: self.targets.first().copied().unwrap_or(0),
+            targets: (kind == SubmitKind::NextLevelGroup).then(|| Arc::from(&self.targets[..])),
+        };
+        slot.core.set_route(route.clone());
         match slot.core.publish(live) {
-            Publish::Ready => enqueue_ready(&self.e, sid, true),
+            Publish::Ready => enqueue_ready(&self.e, sid, route),
             Publish::Pending => {}
             Publish::Claimed => {
                 propagate_pending(&self.e, sid, &mut self.reclaim);

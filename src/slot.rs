@@ -46,6 +46,27 @@ pub struct Edge {
     pub retain: bool,
 }
 
+/// Where a READY slot goes and what dispatch needs to know, captured while the slot is
+/// BUILDING. The scheduler routes and dispatches from this copy, never from slot data it
+/// does not own yet (a READY slot can be cancelled and consumed by another thread).
+#[derive(Clone, Debug, Default)]
+pub struct Route {
+    /// 0: NEXT_LEVEL single, 1: NEXT_LEVEL group, 2: SUB (single or group).
+    pub kind: u8,
+    /// Members (1 for a single).
+    pub members: u32,
+    /// Run partition.
+    pub run: u64,
+    /// Target lane index of a NEXT_LEVEL single.
+    pub lane: u32,
+    /// Target lane indexes of a NEXT_LEVEL group.
+    pub targets: Option<Arc<[u32]>>,
+}
+
+pub const ROUTE_SINGLE: u8 = 0;
+pub const ROUTE_GROUP: u8 = 1;
+pub const ROUTE_SUB: u8 = 2;
+
 /// The counters and lists guarded by `fanout_mu`.
 #[derive(Default)]
 pub struct SlotSync {
@@ -63,6 +84,8 @@ pub struct SlotSync {
     pub failure: Option<Arc<str>>,
     /// Failure was claimed while BUILDING: the submitting thread (or cancellation) propagates.
     pub failure_propagation_pending: bool,
+    /// Routing and dispatch facts, set before publication.
+    pub route: Route,
 }
 
 /// The shared part of a slot.
@@ -190,16 +213,27 @@ impl SlotCore {
     /// A producer completed: count the release; true if this call moved PENDING -> READY
     /// (exactly one caller ever sees true, and the caller enqueues).
     pub fn release_fanin(&self, id: SlotId) -> bool {
+        self.release_fanin_route(id).is_some()
+    }
+
+    /// `release_fanin`, returning the slot's route (read under the same lock) when this call
+    /// made it READY.
+    pub fn release_fanin_route(&self, id: SlotId) -> Option<Route> {
         let mut s = lock(&self.sync);
         if s.id != id {
-            return false;
+            return None;
         }
         s.fanin_released += 1;
         if s.fanin_released >= s.fanin_count && self.state.load(Ordering::Acquire) == PENDING {
             self.state.store(READY, Ordering::Release);
-            return true;
+            return Some(s.route.clone());
         }
-        false
+        None
+    }
+
+    /// Set the route of a slot being built (before publication).
+    pub fn set_route(&self, route: Route) {
+        lock(&self.sync).route = route;
     }
 
     /// The failure claim: the only way a not-yet-running slot becomes FAILED. The winner
@@ -248,6 +282,13 @@ impl SlotCore {
         self.state
             .compare_exchange(READY, RUNNING, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+
+    /// The dispatch claim for a queue entry naming task `id`: a stale entry (the slot was
+    /// cancelled, consumed and reused) loses.
+    pub fn try_claim_running_id(&self, id: SlotId) -> bool {
+        let s = lock(&self.sync);
+        s.id == id && self.try_claim_running()
     }
 
     /// RUNNING -> COMPLETED (or FAILED with `failure`), taking the consumer snapshot under the

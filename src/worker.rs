@@ -8,8 +8,6 @@ use crate::lane::{Completion, Lane, LaneKind, Mailbox};
 use crate::orchestrator::Orchestrator;
 use crate::ring::{HeapRings, SlotTable};
 use crate::run::RunRegistry;
-use crate::scheduler::queues::ReadyQueues;
-use crate::sync::Mutex;
 use crossbeam_queue::SegQueue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,8 +43,11 @@ pub struct Engine {
     pub slots: SlotTable,
     pub heap: HeapRings,
     pub tensormap: crate::tensormap::TensorMap,
-    /// Ready queues: written by the orchestrator (immediately READY) and the scheduler.
-    pub ready: Mutex<ReadyQueues>,
+    /// Slots made READY off the scheduler thread (immediately-ready submits), on their way
+    /// to the scheduler's own ready queues.
+    pub ready_in: SegQueue<(crate::slot::SlotId, crate::slot::Route)>,
+    /// Slots waiting in ready queues (introspection; published by the scheduler).
+    pub ready_queued: std::sync::atomic::AtomicUsize,
     /// Completion FIFO: lanes push, the scheduler drains before dispatching.
     pub completions: SegQueue<Completion>,
     /// The scheduler's wake edge.
@@ -227,7 +228,8 @@ impl Worker {
             slots: SlotTable::new(self.cfg.task_window),
             heap,
             tensormap: Default::default(),
-            ready: Mutex::new(ReadyQueues::new(lanes.len())),
+            ready_in: SegQueue::new(),
+            ready_queued: std::sync::atomic::AtomicUsize::new(0),
             completions: SegQueue::new(),
             sched_event: Event::default(),
             run_event: Arc::new(Event::default()),

@@ -3,40 +3,41 @@
 //! orchestrator thread for the paths the seed gives it (scope_end releases, a submit that
 //! wired onto a failed producer).
 
-use crate::ring::SlotKind;
-use crate::slot::{Claim, Edge, SlotId};
+use crate::scheduler::queues::ReadyQueues;
+use crate::slot::{Claim, Edge, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE};
 use crate::worker::Engine;
 use std::sync::Arc;
 
-/// The single READY router: a slot goes to its exact target's FIFO, the group FIFO or the
-/// shared SUB FIFO. `notify` wakes the scheduler (the scheduler itself passes false).
-pub fn enqueue_ready(e: &Engine, sid: SlotId, notify: bool) {
-    // SAFETY: kind, group flag, targets and run were written while BUILDING and are immutable
-    // until the slot is consumed, which cannot happen while it is READY.
-    let d = unsafe { e.slots.get(sid).data() };
-    let run = d.run.as_ref().map_or(0, |r| r.id);
-    {
-        let mut q = crate::sync::lock(&e.ready);
-        match d.kind {
-            SlotKind::NextLevel if !d.group => q.singles[d.targets[0] as usize].push(run, sid),
-            SlotKind::NextLevel => q.group.push(run, sid),
-            SlotKind::Sub => q.sub.push(run, sid),
-            SlotKind::Alloc => unreachable!("alloc slots are never READY"),
+/// A slot became READY on a thread other than the scheduler (an immediately-ready submit):
+/// hand it to the scheduler, which routes it, and advance its wake generation.
+pub fn enqueue_ready(e: &Engine, sid: SlotId, route: Route) {
+    e.ready_in.push((sid, route));
+    e.sched_event.notify();
+}
+
+/// The single READY router (scheduler thread): a slot goes to its exact target's FIFO, the
+/// group FIFO or the shared SUB FIFO, in the partition of its run. Routing reads only the
+/// route captured at publication, never slot data (the slot may already be cancelled).
+pub fn route(q: &mut ReadyQueues, sid: SlotId, route: Route) {
+    match route.kind {
+        ROUTE_SINGLE => {
+            let lane = route.lane as usize;
+            q.singles[lane].push(sid, route)
         }
-    }
-    if notify {
-        e.sched_event.notify();
+        ROUTE_GROUP => q.group.push(sid, route),
+        _ => q.sub.push(sid, route),
     }
 }
 
-/// Aggregate completion of a dispatched slot: COMPLETED or FAILED, consumers released or
-/// poisoned, producer references released, then the self-release. Slots that reach CONSUMED
-/// are collected in `reclaim` for `consume_all`.
+/// Aggregate completion of a dispatched slot: COMPLETED or FAILED, consumers released (the
+/// ones this made READY go to `ready`, for the router) or poisoned, producer references
+/// released, then the self-release. Slots that reach CONSUMED go to `reclaim`.
 pub fn complete_task(
     e: &Engine,
     sid: SlotId,
     failure: Option<Arc<str>>,
     edges: &mut Vec<Edge>,
+    ready: &mut Vec<(SlotId, Route)>,
     reclaim: &mut Vec<SlotId>,
 ) {
     let slot = e.slots.get(sid);
@@ -49,8 +50,8 @@ pub fn complete_task(
                 r.count_completed();
             }
             for edge in edges.drain(..) {
-                if e.slots.get(edge.slot).core.release_fanin(edge.slot) {
-                    enqueue_ready(e, edge.slot, false);
+                if let Some(r) = e.slots.get(edge.slot).core.release_fanin_route(edge.slot) {
+                    ready.push((edge.slot, r));
                 }
             }
         }

@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 
 struct Sched {
     e: Arc<Engine>,
+    /// The ready queues: the scheduler's own, fed by `Engine::ready_in` and by completions.
+    queues: queues::ReadyQueues,
+    /// Scratch: consumers made READY by the completions being drained.
+    ready: Vec<(crate::slot::SlotId, crate::slot::Route)>,
     /// Lane has a job outstanding (set at post, cleared at its completion).
     busy: Vec<bool>,
     /// Lane is reserved by a blocked group head for this pass.
@@ -54,6 +58,8 @@ pub fn scheduler_main(e: Arc<Engine>) {
         .filter(|&i| matches!(e.lanes[i as usize].kind, LaneKind::Sub(_)))
         .collect();
     let mut s = Sched {
+        queues: queues::ReadyQueues::new(n),
+        ready: Vec::new(),
         e,
         busy: vec![false; n],
         reserved: vec![false; n],
@@ -80,6 +86,12 @@ impl Sched {
                 done += 1;
             }
             completion::consume_all(&self.e, &mut self.reclaim);
+            while let Some((sid, r)) = self.e.ready_in.pop() {
+                completion::route(&mut self.queues, sid, r);
+            }
+            for (sid, r) in self.ready.drain(..) {
+                completion::route(&mut self.queues, sid, r);
+            }
             let t1 = if traced { self.e.trace.now() } else { 0 };
             let posted = self.dispatch();
             if traced {
@@ -138,37 +150,51 @@ impl Sched {
         } else {
             c.failure
         };
-        completion::complete_task(&self.e, c.slot, failure, &mut self.edges, &mut self.reclaim);
+        completion::complete_task(
+            &self.e,
+            c.slot,
+            failure,
+            &mut self.edges,
+            &mut self.ready,
+            &mut self.reclaim,
+        );
     }
 
     /// One dispatch pass; returns how many jobs it posted.
     fn dispatch(&mut self) -> usize {
         let e = self.e.clone();
+        let mut queues = std::mem::replace(&mut self.queues, queues::ReadyQueues::new(0));
         {
-            let mut q = crate::sync::lock(&e.ready);
+            let q = &mut queues;
             if q.is_empty() {
+                self.queues = queues;
+                e.ready_queued.store(0, Ordering::Relaxed);
                 return 0;
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
             let mut blocked_head = None;
             // Group FIFO head: launch only on a fully idle target set, else reserve it.
-            while let Some(sid) = q.group.peek() {
-                // SAFETY: READY slot popped by the scheduler; targets are immutable.
-                let d = unsafe { e.slots.get(sid).data() };
-                if d.targets.iter().any(|&l| self.busy[l as usize]) {
-                    for &l in &d.targets {
+            while let Some((sid, r)) = q.group.peek() {
+                let (sid, targets) = (
+                    *sid,
+                    r.targets.clone().unwrap_or_else(|| Arc::from(&[][..])),
+                );
+                if targets.iter().any(|&l| self.busy[l as usize]) {
+                    for &l in targets.iter() {
                         self.reserved[l as usize] = true;
                     }
-                    blocked_head = Some(sid);
+                    blocked_head = Some((sid, targets));
                     break;
                 }
                 q.group.pop();
-                if !e.slots.get(sid).core.try_claim_running() {
+                if !e.slots.get(sid).core.try_claim_running_id(sid) {
                     continue;
                 }
-                d.members_left = d.targets.len() as u32;
+                // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
+                let d = unsafe { e.slots.get(sid).data() };
+                d.members_left = targets.len() as u32;
                 d.member_failure = None;
-                for (i, &l) in d.targets.iter().enumerate() {
+                for (i, &l) in targets.iter().enumerate() {
                     self.busy[l as usize] = true;
                     self.posts.push((
                         l,
@@ -179,15 +205,15 @@ impl Sched {
                     ));
                 }
             }
-            self.watch_stall(blocked_head, &q);
+            self.watch_stall(blocked_head, q);
             // Singles: each lane's own FIFO, never another's.
             for &l in &self.next_level {
                 let l = l as usize;
                 if self.busy[l] || self.reserved[l] {
                     continue;
                 }
-                while let Some(sid) = q.singles[l].pop() {
-                    if e.slots.get(sid).core.try_claim_running() {
+                while let Some((sid, _)) = q.singles[l].pop() {
+                    if e.slots.get(sid).core.try_claim_running_id(sid) {
                         self.busy[l] = true;
                         self.posts.push((
                             l as u32,
@@ -200,21 +226,22 @@ impl Sched {
                     }
                 }
             }
-            // SUB: any idle SUB lane; a group needs that many distinct idle lanes.
+            // SUB: any idle SUB lane; a group needs that many distinct idle lanes, else it
+            // stays at the head and the pass ends.
             self.idle_subs.clear();
             self.idle_subs
                 .extend(self.sub.iter().copied().filter(|&l| !self.busy[l as usize]));
-            while let Some(sid) = q.sub.peek() {
-                // SAFETY: as above.
-                let d = unsafe { e.slots.get(sid).data() };
-                let need = d.members.len();
+            while let Some((sid, r)) = q.sub.peek() {
+                let (sid, need) = (*sid, r.members as usize);
                 if self.idle_subs.len() < need {
                     break;
                 }
                 q.sub.pop();
-                if !e.slots.get(sid).core.try_claim_running() {
+                if !e.slots.get(sid).core.try_claim_running_id(sid) {
                     continue;
                 }
+                // SAFETY: as above.
+                let d = unsafe { e.slots.get(sid).data() };
                 d.members_left = need as u32;
                 d.member_failure = None;
                 for i in 0..need {
@@ -230,6 +257,8 @@ impl Sched {
                 }
             }
         }
+        e.ready_queued.store(queues.len(), Ordering::Relaxed);
+        self.queues = queues;
         let posted = self.posts.len();
         for (l, job) in self.posts.drain(..) {
             e.lanes[l as usize].mailbox.post(job);
@@ -240,15 +269,16 @@ impl Sched {
 
 impl Sched {
     /// Track the stall episode of the blocked group head; warn once per episode.
-    fn watch_stall(&mut self, head: Option<crate::slot::SlotId>, q: &queues::ReadyQueues) {
-        let Some(head) = head else {
+    fn watch_stall(
+        &mut self,
+        head: Option<(crate::slot::SlotId, Arc<[u32]>)>,
+        q: &queues::ReadyQueues,
+    ) {
+        let Some((head, targets)) = head else {
             self.stall = None;
             return;
         };
-        // SAFETY: the head is READY in the group FIFO; targets are immutable.
-        let d = unsafe { self.e.slots.get(head).data() };
-        let stalled = d
-            .targets
+        let stalled = targets
             .iter()
             .any(|&l| !self.busy[l as usize] && !q.singles[l as usize].is_empty());
         if !stalled {
@@ -269,21 +299,19 @@ impl Sched {
         }
         st.warned = true;
         let id = |l: u32| self.e.lanes[l as usize].kind.view_id();
-        let busy: Vec<i32> = d
-            .targets
+        let busy: Vec<i32> = targets
             .iter()
             .filter(|&&l| self.busy[l as usize])
             .map(|&l| id(l))
             .collect();
-        let queued: Vec<String> = d
-            .targets
+        let queued: Vec<String> = targets
             .iter()
             .filter(|&&l| !self.busy[l as usize] && !q.singles[l as usize].is_empty())
             .map(|&l| {
                 format!(
                     "{} (single FIFO head slot {})",
                     id(l),
-                    q.singles[l as usize].peek().unwrap_or(0)
+                    q.singles[l as usize].peek().map_or(0, |h| h.0)
                 )
             })
             .collect();
@@ -301,5 +329,5 @@ impl Sched {
 
 /// Slots waiting in ready queues (introspection).
 pub fn queued(e: &Engine) -> usize {
-    crate::sync::lock(&e.ready).len()
+    e.ready_queued.load(Ordering::Relaxed) + e.ready_in.len()
 }

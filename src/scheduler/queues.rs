@@ -2,33 +2,34 @@
 //! shared SUB FIFO, each partitioned by run so two admitted runs never interleave.
 
 use crate::run::RunId;
-use crate::slot::SlotId;
+use crate::slot::{Route, SlotId};
 use std::collections::VecDeque;
 
 /// A FIFO partitioned by run: pops come from the partition of the run holding the head.
 #[derive(Default)]
 pub struct ReadyQueue {
-    parts: VecDeque<(RunId, VecDeque<SlotId>)>,
+    parts: VecDeque<(RunId, VecDeque<(SlotId, Route)>)>,
     len: usize,
 }
 
 impl ReadyQueue {
-    pub fn push(&mut self, run: RunId, sid: SlotId) {
+    pub fn push(&mut self, sid: SlotId, route: Route) {
         self.len += 1;
+        let run = route.run;
         if let Some(p) = self.parts.iter_mut().rev().find(|p| p.0 == run) {
-            p.1.push_back(sid);
+            p.1.push_back((sid, route));
             return;
         }
         let mut q = VecDeque::with_capacity(64);
-        q.push_back(sid);
+        q.push_back((sid, route));
         self.parts.push_back((run, q));
     }
 
-    pub fn peek(&self) -> Option<SlotId> {
-        self.parts.front().and_then(|p| p.1.front().copied())
+    pub fn peek(&self) -> Option<&(SlotId, Route)> {
+        self.parts.front().and_then(|p| p.1.front())
     }
 
-    pub fn pop(&mut self) -> Option<SlotId> {
+    pub fn pop(&mut self) -> Option<(SlotId, Route)> {
         let p = self.parts.front_mut()?;
         let sid = p.1.pop_front();
         if p.1.is_empty() {
