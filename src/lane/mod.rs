@@ -1,9 +1,8 @@
 //! Worker lanes: how a dispatched task reaches its executor.
 //!
 //! The scheduler is the only thread that posts work to a lane (seed invariant 5). A lane owns
-//! a one-task mailbox: the scheduler posts only to a lane it knows is idle, the lane marks
-//! itself idle *before* it pushes its completion, so the scheduler learns of idleness from
-//! the completion itself and never posts over unfinished work. Process, custom and nested
+//! a small mailbox ring; the scheduler counts each lane's outstanding jobs and learns of
+//! idleness from the lane's completions, so it never overfills a mailbox. Process, custom and nested
 //! lanes (DESIGN §4) will implement the same `Endpoint` contract.
 
 pub mod thread;
@@ -11,7 +10,7 @@ pub mod thread;
 use crate::event::Event;
 use crate::slot::SlotId;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// A dispatch: one member of one slot.
@@ -28,6 +27,8 @@ pub struct Completion {
     pub slot: SlotId,
     pub member: u32,
     pub failure: Option<Arc<str>>,
+    /// How long the executor ran, in ns (sizes the lane's mailbox depth).
+    pub ns: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,64 +49,72 @@ impl LaneKind {
     }
 }
 
-const IDLE: u32 = 0;
-const WORK: u32 = 1;
-const STOP: u32 = 2;
+/// Jobs a lane can hold at once: the one it runs plus the ones queued behind it. The
+/// scheduler posts more than one only to a lane whose recent jobs were short (see
+/// `Sched::depth`), so a stream of tiny tasks does not pay a scheduler round trip per task,
+/// while long tasks keep the seed's one-job-per-idle-lane placement.
+pub const MAILBOX_DEPTH: u32 = 8;
 
-/// The scheduler -> lane handoff.
+/// The scheduler -> lane handoff: a single-producer (scheduler) single-consumer (lane) ring.
+/// A posted job is already RUNNING: the scheduler claimed it, so the lane never skips one.
 pub struct Mailbox {
-    /// IDLE/WORK/STOP. WORK is stored (Release) only by the scheduler after writing `job`;
-    /// IDLE only by the lane after it stopped reading `job`.
-    state: AtomicU32,
-    job: UnsafeCell<Job>,
+    /// Next slot the scheduler writes; stored (Release) after the job is written.
+    head: AtomicU32,
+    /// Next slot the lane reads; stored (Release) after the job was read.
+    tail: AtomicU32,
+    stop: AtomicBool,
+    jobs: [UnsafeCell<Job>; MAILBOX_DEPTH as usize],
     wake: Event,
 }
 
-// SAFETY: `job` is written by the scheduler only while `state` is IDLE and read by the lane
-// only after it observed WORK (Acquire), per the protocol above.
+// SAFETY: job i is written by the scheduler only while it is outside [tail, head) (the
+// scheduler never has more than MAILBOX_DEPTH jobs outstanding on a lane) and read by the
+// lane only inside it, after observing `head` with Acquire.
 unsafe impl Sync for Mailbox {}
 
 impl Default for Mailbox {
     fn default() -> Self {
         Mailbox {
-            state: AtomicU32::new(IDLE),
-            job: UnsafeCell::new(Job::default()),
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+            stop: AtomicBool::new(false),
+            jobs: Default::default(),
             wake: Event::default(),
         }
     }
 }
 
 impl Mailbox {
-    /// Scheduler: post a job to an idle lane.
+    /// Scheduler: post a job; the caller keeps at most MAILBOX_DEPTH outstanding.
     pub fn post(&self, job: Job) {
-        debug_assert_eq!(self.state.load(Ordering::Acquire), IDLE);
-        // SAFETY: the lane is idle (the scheduler saw its completion), so nobody reads `job`.
-        unsafe { *self.job.get() = job };
-        self.state.store(WORK, Ordering::Release);
+        let h = self.head.load(Ordering::Relaxed);
+        debug_assert!(h.wrapping_sub(self.tail.load(Ordering::Acquire)) < MAILBOX_DEPTH);
+        // SAFETY: slot h is outside [tail, head): the lane does not read it.
+        unsafe { *self.jobs[(h % MAILBOX_DEPTH) as usize].get() = job };
+        self.head.store(h.wrapping_add(1), Ordering::Release);
         self.wake.notify_cond();
     }
 
-    /// Scheduler: ask an idle lane to exit.
+    /// Scheduler: ask a lane with nothing outstanding to exit.
     pub fn stop(&self) {
-        self.state.store(STOP, Ordering::Release);
+        self.stop.store(true, Ordering::Release);
         self.wake.notify_cond();
     }
 
     /// Lane: wait for the next job; `None` means stop.
     pub fn next(&self) -> Option<Job> {
-        self.wake
-            .wait_until(|| self.state.load(Ordering::Acquire) != IDLE, None);
-        match self.state.load(Ordering::Acquire) {
-            // SAFETY: WORK observed with Acquire: the scheduler's write of `job` is visible
-            // and it will not write again until we store IDLE.
-            WORK => Some(unsafe { *self.job.get() }),
-            _ => None,
+        let t = self.tail.load(Ordering::Relaxed);
+        self.wake.wait_until(
+            || self.head.load(Ordering::Acquire) != t || self.stop.load(Ordering::Acquire),
+            None,
+        );
+        if self.head.load(Ordering::Acquire) == t {
+            return None;
         }
-    }
-
-    /// Lane: done with the job (before pushing its completion).
-    pub fn set_idle(&self) {
-        self.state.store(IDLE, Ordering::Release);
+        // SAFETY: slot t is inside [tail, head), published by the Acquire load above.
+        let job = unsafe { *self.jobs[(t % MAILBOX_DEPTH) as usize].get() };
+        self.tail.store(t.wrapping_add(1), Ordering::Release);
+        Some(job)
     }
 }
 

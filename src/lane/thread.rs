@@ -11,13 +11,15 @@ use std::sync::Arc;
 pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let lane = &e.lanes[idx as usize];
     while let Some(job) = lane.mailbox.next() {
+        let t0 = std::time::Instant::now();
         let failure = run_job(&e, idx, job);
-        lane.mailbox.set_idle();
+        let ns = t0.elapsed().as_nanos() as u64;
         e.completions.push(Completion {
             lane: idx,
             slot: job.slot,
             member: job.member,
             failure,
+            ns,
         });
         e.sched_event.notify_cond();
     }

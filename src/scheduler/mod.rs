@@ -23,8 +23,10 @@ struct Sched {
     queues: queues::ReadyQueues,
     /// Scratch: consumers made READY by the completions being drained.
     ready: Vec<(crate::slot::SlotId, crate::slot::Route)>,
-    /// Lane has a job outstanding (set at post, cleared at its completion).
-    busy: Vec<bool>,
+    /// Jobs outstanding per lane (posted, not yet completed). A lane is idle at 0.
+    inflight: Vec<u32>,
+    /// Per lane, a moving average of recent job durations (ns; u64::MAX until known).
+    job_ns: Vec<u64>,
     /// Lane is reserved by a blocked group head for this pass.
     reserved: Vec<bool>,
     next_level: Vec<u32>,
@@ -61,7 +63,8 @@ pub fn scheduler_main(e: Arc<Engine>) {
         queues: queues::ReadyQueues::new(n),
         ready: Vec::new(),
         e,
-        busy: vec![false; n],
+        inflight: vec![0; n],
+        job_ns: vec![u64::MAX; n],
         reserved: vec![false; n],
         next_level,
         sub,
@@ -106,7 +109,7 @@ impl Sched {
             }
             let progress = done > 0 || posted > 0;
             if self.e.stop.load(Ordering::Acquire)
-                && !self.busy.iter().any(|&b| b)
+                && self.inflight.iter().all(|&n| n == 0)
                 && self.e.completions.is_empty()
             {
                 for lane in self.e.lanes.iter() {
@@ -134,7 +137,12 @@ impl Sched {
     }
 
     fn on_completion(&mut self, c: Completion) {
-        self.busy[c.lane as usize] = false;
+        let l = c.lane as usize;
+        self.inflight[l] -= 1;
+        self.job_ns[l] = match self.job_ns[l] {
+            u64::MAX => c.ns,
+            avg => (avg * 7 + c.ns) / 8,
+        };
         let slot = self.e.slots.get(c.slot);
         // SAFETY: the slot is RUNNING; only the scheduler writes group bookkeeping.
         let d = unsafe { slot.data() };
@@ -179,7 +187,7 @@ impl Sched {
                     *sid,
                     r.targets.clone().unwrap_or_else(|| Arc::from(&[][..])),
                 );
-                if targets.iter().any(|&l| self.busy[l as usize]) {
+                if targets.iter().any(|&l| self.inflight[l as usize] > 0) {
                     for &l in targets.iter() {
                         self.reserved[l as usize] = true;
                     }
@@ -195,7 +203,7 @@ impl Sched {
                 d.members_left = targets.len() as u32;
                 d.member_failure = None;
                 for (i, &l) in targets.iter().enumerate() {
-                    self.busy[l as usize] = true;
+                    self.inflight[l as usize] += 1;
                     self.posts.push((
                         l,
                         Job {
@@ -207,14 +215,18 @@ impl Sched {
             }
             self.watch_stall(blocked_head, q);
             // Singles: each lane's own FIFO, never another's.
-            for &l in &self.next_level {
-                let l = l as usize;
-                if self.busy[l] || self.reserved[l] {
+            for k in 0..self.next_level.len() {
+                let l = self.next_level[k] as usize;
+                if self.reserved[l] {
                     continue;
                 }
-                while let Some((sid, _)) = q.singles[l].pop() {
+                let depth = self.depth(l);
+                while self.inflight[l] < depth {
+                    let Some((sid, _)) = q.singles[l].pop() else {
+                        break;
+                    };
                     if e.slots.get(sid).core.try_claim_running_id(sid) {
-                        self.busy[l] = true;
+                        self.inflight[l] += 1;
                         self.posts.push((
                             l as u32,
                             Job {
@@ -222,17 +234,47 @@ impl Sched {
                                 member: 0,
                             },
                         ));
-                        break;
                     }
                 }
             }
-            // SUB: any idle SUB lane; a group needs that many distinct idle lanes, else it
-            // stays at the head and the pass ends.
-            self.idle_subs.clear();
-            self.idle_subs
-                .extend(self.sub.iter().copied().filter(|&l| !self.busy[l as usize]));
+            // SUB: a single goes to the SUB lane with the fewest jobs outstanding (that has
+            // room); a group needs that many distinct idle lanes, else it stays at the head
+            // and the pass ends.
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
+                if need == 1 {
+                    let lane = self
+                        .sub
+                        .iter()
+                        .copied()
+                        .filter(|&l| self.inflight[l as usize] < self.depth(l as usize))
+                        .min_by_key(|&l| self.inflight[l as usize]);
+                    let Some(l) = lane else { break };
+                    q.sub.pop();
+                    if e.slots.get(sid).core.try_claim_running_id(sid) {
+                        // SAFETY: the claim made the slot RUNNING (a one-member SUB group
+                        // takes this path too and needs its member count).
+                        let d = unsafe { e.slots.get(sid).data() };
+                        d.members_left = 1;
+                        d.member_failure = None;
+                        self.inflight[l as usize] += 1;
+                        self.posts.push((
+                            l,
+                            Job {
+                                slot: sid,
+                                member: 0,
+                            },
+                        ));
+                    }
+                    continue;
+                }
+                self.idle_subs.clear();
+                self.idle_subs.extend(
+                    self.sub
+                        .iter()
+                        .copied()
+                        .filter(|&l| self.inflight[l as usize] == 0),
+                );
                 if self.idle_subs.len() < need {
                     break;
                 }
@@ -240,13 +282,13 @@ impl Sched {
                 if !e.slots.get(sid).core.try_claim_running_id(sid) {
                     continue;
                 }
-                // SAFETY: as above.
+                // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
                 let d = unsafe { e.slots.get(sid).data() };
                 d.members_left = need as u32;
                 d.member_failure = None;
                 for i in 0..need {
                     let l = self.idle_subs.pop().expect("counted above");
-                    self.busy[l as usize] = true;
+                    self.inflight[l as usize] += 1;
                     self.posts.push((
                         l,
                         Job {
@@ -267,7 +309,21 @@ impl Sched {
     }
 }
 
+/// Jobs shorter than this (moving average per lane) are short enough that the handoff
+/// dominates: such a lane gets up to MAILBOX_DEPTH jobs at once.
+const SHORT_JOB_NS: u64 = 20_000;
+
 impl Sched {
+    /// How many jobs lane `l` may have outstanding: one (the seed's idle-lane placement)
+    /// unless its recent jobs were short.
+    fn depth(&self, l: usize) -> u32 {
+        if self.job_ns[l] < SHORT_JOB_NS {
+            crate::lane::MAILBOX_DEPTH
+        } else {
+            1
+        }
+    }
+
     /// Track the stall episode of the blocked group head; warn once per episode.
     fn watch_stall(
         &mut self,
@@ -280,7 +336,7 @@ impl Sched {
         };
         let stalled = targets
             .iter()
-            .any(|&l| !self.busy[l as usize] && !q.singles[l as usize].is_empty());
+            .any(|&l| self.inflight[l as usize] == 0 && !q.singles[l as usize].is_empty());
         if !stalled {
             self.stall = None;
             return;
@@ -301,12 +357,12 @@ impl Sched {
         let id = |l: u32| self.e.lanes[l as usize].kind.view_id();
         let busy: Vec<i32> = targets
             .iter()
-            .filter(|&&l| self.busy[l as usize])
+            .filter(|&&l| self.inflight[l as usize] > 0)
             .map(|&l| id(l))
             .collect();
         let queued: Vec<String> = targets
             .iter()
-            .filter(|&&l| !self.busy[l as usize] && !q.singles[l as usize].is_empty())
+            .filter(|&&l| self.inflight[l as usize] == 0 && !q.singles[l as usize].is_empty())
             .map(|&l| {
                 format!(
                     "{} (single FIFO head slot {})",
