@@ -74,14 +74,18 @@ impl Run {
         self.active.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A slot of this run reached CONSUMED and was freed. `at_end` runs if that ended the
-    /// run, before anyone can observe it as done.
-    pub fn slot_consumed(&self, at_end: impl FnOnce()) {
-        self.drop_hold(at_end);
+    /// `n` slots of this run reached CONSUMED and were freed (a reclaim batch). `at_end` runs
+    /// if that ended the run, before anyone can observe it as done.
+    pub fn slots_consumed(&self, n: i64, at_end: impl FnOnce()) {
+        self.drop_holds(n, at_end);
     }
 
     fn drop_hold(&self, at_end: impl FnOnce()) {
-        if self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+        self.drop_holds(1, at_end);
+    }
+
+    fn drop_holds(&self, n: i64, at_end: impl FnOnce()) {
+        if self.active.fetch_sub(n, Ordering::AcqRel) == n {
             at_end();
             self.finished.store(true, Ordering::Release);
             self.done_event.notify_cond();

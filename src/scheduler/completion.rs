@@ -3,6 +3,7 @@
 //! orchestrator thread for the paths the seed gives it (scope_end releases, a submit that
 //! wired onto a failed producer).
 
+use crate::run::Run;
 use crate::scheduler::queues::ReadyQueues;
 use crate::slot::{Claim, Edge, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE};
 use crate::worker::Engine;
@@ -12,7 +13,8 @@ use std::sync::Arc;
 /// hand it to the scheduler, which routes it, and advance its wake generation.
 pub fn enqueue_ready(e: &Engine, sid: SlotId, route: Route) {
     e.ready_in.push((sid, route));
-    e.sched_event.notify();
+    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge.
+    e.sched_event.notify_cond();
 }
 
 /// The single READY router (scheduler thread): a slot goes to its exact target's FIFO, the
@@ -152,19 +154,26 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             }
         }
     }
-    let mut runs = Vec::with_capacity(reclaim.len().min(8));
+    // Fence counts are dropped after the slots are free, one decrement per run in the batch
+    // (consecutive slots almost always share a run).
+    let mut runs: Vec<(Arc<Run>, i64)> = Vec::new();
     for &sid in reclaim.iter() {
         // SAFETY: as above.
         let d = unsafe { e.slots.get(sid).data() };
         if let Some(h) = d.heap.take() {
             e.heap.rings[h.ring].release(h.seq);
         }
-        runs.push(d.run.take());
+        if let Some(r) = d.run.take() {
+            match runs.iter_mut().find(|x| Arc::ptr_eq(&x.0, &r)) {
+                Some(x) => x.1 += 1,
+                None => runs.push((r, 1)),
+            }
+        }
         d.clear();
     }
     e.slots.free_all(reclaim);
-    for r in runs.into_iter().flatten() {
-        r.slot_consumed(|| e.tensormap.lock().drop_run(r.id));
+    for (r, n) in runs {
+        r.slots_consumed(n, || e.tensormap.lock().drop_run(r.id));
     }
     reclaim.clear();
 }

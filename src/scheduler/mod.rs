@@ -128,6 +128,7 @@ impl Sched {
                     || {
                         e.sched_event.generation() != seen
                             || !e.completions.is_empty()
+                            || !e.ready_in.is_empty()
                             || e.stopping()
                     },
                     deadline,
