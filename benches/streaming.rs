@@ -36,7 +36,10 @@ fn main() {
     let mut tasks: u64 = 10_000_000;
     let mut window: u32 = 1024;
     let mut batch: u64 = 256;
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut i = 0;
     while i < args.len() {
         let v = args.get(i + 1).and_then(|v| v.parse::<u64>().ok());
@@ -48,11 +51,22 @@ fn main() {
         }
         i += 2;
     }
-    let cfg = WorkerConfig { task_window: window, heap_ring_size: 1 << 24, timeout_ms: 60_000 };
+    let cfg = WorkerConfig {
+        task_window: window,
+        heap_ring_size: 1 << 24,
+        timeout_ms: 60_000,
+    };
     let mut w = Worker::new(cfg).expect("worker");
     w.add_sub_lanes(2).expect("lanes");
     w.init().expect("init");
-    let c = register("streaming.touch", 0, CallableKind::Task as u32, touch, std::ptr::null_mut()).unwrap();
+    let c = register(
+        "streaming.touch",
+        0,
+        CallableKind::Task as u32,
+        touch,
+        std::ptr::null_mut(),
+    )
+    .unwrap();
     // 64 buffers reused round-robin: OUTPUT on each, so consecutive writers of one buffer
     // replace each other in the TensorMap.
     let mut bufs = vec![[0u8; 64]; 64];
@@ -90,7 +104,8 @@ fn main() {
             num_deps: 0,
             reserved: 0,
         };
-        o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[]).unwrap();
+        o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
+            .unwrap();
         let done = n + 1;
         if checkpoints.contains(&done) || done == tasks {
             let e = o.engine();
