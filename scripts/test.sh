@@ -32,6 +32,18 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 { command -v nm && command -v readelf; } >/dev/null 2>&1 || missing+=(binutils)
+# OpenBLAS + LAPACKE for the Cholesky example's ctests (reported as skipped without them).
+optional=()
+if command -v dpkg-query >/dev/null 2>&1; then
+    for p in libopenblas-dev liblapacke-dev; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional+=("$p")
+    done
+fi
+if [ ${#optional[@]} -gt 0 ] && [ "$(id -u)" != 0 ]; then
+    echo "not root: ${optional[*]} not installed, the Cholesky example tests will be skipped"
+    optional=()
+fi
+missing+=(${optional[@]+"${optional[@]}"})
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}"
     [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }

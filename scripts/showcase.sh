@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The main job: the tiled Cholesky showcase (examples/cholesky) with default settings.
+#
+#   scripts/showcase.sh [dagrt_cholesky options...]     e.g. --reps 3, -n 4096 -b 256,
+#                                                       --trace trace.json, --help
+#
+# On a fresh Debian machine (root; Rust toolchain, gcc and Python present) it installs what is
+# missing with apt-get (cmake, pkg-config, libopenblas-dev, liblapacke-dev), runs
+# `cargo build --release`, configures and builds examples/cholesky in build/cholesky against
+# this build tree (-Ddagrt_DIR=<repo>/cmake), and runs it with OPENBLAS_NUM_THREADS=1, passing
+# its arguments through. The exit status is the example's: 0 ok, 1 usage or setup error,
+# 2 the factorization check failed.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+say() { echo "== showcase: $*" >&2; }
+
+command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install the Rust toolchain first" >&2; exit 1; }
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+for p in libopenblas-dev liblapacke-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]}"
+    [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+say "cargo build --release"
+cargo build --release
+
+say "building examples/cholesky in build/cholesky"
+cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/cholesky
+
+say "build/cholesky/dagrt_cholesky $*"
+export OPENBLAS_NUM_THREADS=1
+exec build/cholesky/dagrt_cholesky "$@"
