@@ -75,12 +75,22 @@ impl Event {
     /// Wait until `cond()` holds or `deadline` passes; returns the final `cond()`. Spins
     /// (yielding) for the spin budget, then parks; a parked waiter re-checks `cond()` under
     /// the event mutex, which every notifier takes before waking, so no wake-up is lost.
-    pub fn wait_until(&self, mut cond: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
+    pub fn wait_until(&self, cond: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
+        self.wait_until_spin(cond, deadline, spin_budget())
+    }
+
+    /// `wait_until` with an explicit spin budget: a waiter that knows what it waits for is
+    /// long (a kernel that runs for milliseconds) parks at once instead of taking CPU from it.
+    pub fn wait_until_spin(
+        &self,
+        mut cond: impl FnMut() -> bool,
+        deadline: Option<Instant>,
+        budget: Duration,
+    ) -> bool {
         if cond() {
             return true;
         }
         let start = Instant::now();
-        let budget = spin_budget();
         let mut i = 0u32;
         loop {
             i = i.wrapping_add(1);

@@ -21,6 +21,9 @@ pub struct Footprint {
     pub hi: u64,
     /// Every byte in `[lo, hi)` is touched.
     pub dense: bool,
+    /// The view's base pointer (its `data`): the natural origin of the number system two
+    /// views of one buffer are compared in.
+    origin: u64,
     ndims: u8,
     /// (stride in bytes, count), sorted by stride, counts > 1 except the element dimension.
     dims: [(u64, u64); MAX_DIMS],
@@ -35,6 +38,7 @@ impl Footprint {
             lo,
             hi: lo + len,
             dense: true,
+            origin: lo,
             ndims: 1,
             dims,
         }
@@ -56,7 +60,10 @@ impl Footprint {
                 len = len.checked_mul(s)?;
             }
             base.checked_add(len)?;
-            return Some(Footprint::dense(base, len));
+            return Some(Footprint {
+                origin: t.data as u64,
+                ..Footprint::dense(base, len)
+            });
         }
         let mut dims = [(0u64, 0u64); MAX_DIMS];
         dims[0] = (1, esize);
@@ -88,6 +95,7 @@ impl Footprint {
         n = m;
         let hi = base.checked_add(extent)?;
         let mut f = Footprint {
+            origin: t.data as u64,
             lo: base,
             hi,
             dense: false,
@@ -96,7 +104,10 @@ impl Footprint {
         };
         f.dense = f.is_dense();
         if f.dense {
-            return Some(Footprint::dense(base, extent));
+            return Some(Footprint {
+                origin: t.data as u64,
+                ..Footprint::dense(base, extent)
+            });
         }
         Some(f)
     }
@@ -194,23 +205,36 @@ impl Boxes {
                 return None;
             }
         }
-        let a = Self::digits(x, &strides[..n])?;
-        let b = Self::digits(y, &strides[..n])?;
-        Some(Boxes { n, a, b })
+        // Offsets are measured from a common origin; the views' own base pointers are the
+        // natural ones (tiles of one matrix share it, and from there no tile carries).
+        let origins = [x.origin, y.origin, 0];
+        for (i, &o) in origins.iter().enumerate() {
+            if origins[..i].contains(&o) || x.lo < o || y.lo < o {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (
+                Self::digits(x, &strides[..n], o),
+                Self::digits(y, &strides[..n], o),
+            ) {
+                return Some(Boxes { n, a, b });
+            }
+        }
+        None
     }
 
     /// Digit intervals of `f` in the radix system `strides`, or `None` if a dimension of `f`
     /// would carry into the next digit (then `f` is not a box in this system).
-    fn digits(f: &Footprint, strides: &[u64]) -> Option<[(u64, u64); 2 * MAX_DIMS]> {
+    fn digits(f: &Footprint, strides: &[u64], origin: u64) -> Option<[(u64, u64); 2 * MAX_DIMS]> {
         let mut out = [(0u64, 0u64); 2 * MAX_DIMS];
         let last = strides.len() - 1;
+        let lo = f.lo - origin;
         for (k, &s) in strides.iter().enumerate() {
             let count = f.dims().iter().find(|d| d.0 == s).map_or(1, |d| d.1);
             let start = if k == last {
-                f.lo / s
+                lo / s
             } else {
                 let radix = strides[k + 1] / s;
-                let d = (f.lo / s) % radix;
+                let d = (lo / s) % radix;
                 if d + count > radix {
                     return None;
                 }
@@ -320,6 +344,26 @@ mod tests {
         let bc = view(base, 0, DataType::U64, &[3, 2], &[0, 2]);
         assert!(!bc.overlaps(&view(base, 8, DataType::U64, &[], &[])));
         assert!(bc.overlaps(&view(base, 16, DataType::U64, &[], &[])));
+    }
+
+    #[test]
+    fn tiles_are_exact_whatever_the_matrix_alignment() {
+        // 8x8 tiles of b=64 of a 512x512 column-major matrix that starts 8 bytes past a
+        // multiple of the column stride: tile (7,0)'s rows cross an absolute multiple of
+        // n*8, so only offsets from the matrix base make every tile a box.
+        for base in [(1u64 << 21) + 8, (1 << 21) + 256, 1 << 21, (1 << 21) + 4088] {
+            let (n, b) = (512u64, 64u64);
+            for (r1, c1, r2, c2) in [(0, 0, 7, 0), (3, 2, 4, 2), (7, 7, 0, 7), (1, 0, 1, 1)] {
+                let x = tile(base, n, r1 * b, c1 * b, b, b);
+                let y = tile(base, n, r2 * b, c2 * b, b, b);
+                assert!(
+                    !x.overlaps(&y),
+                    "tiles ({r1},{c1}) and ({r2},{c2}) at base {base:#x}"
+                );
+            }
+            let x = tile(base, n, 0, 0, b, b);
+            assert!(x.overlaps(&tile(base, n, 32, 32, b, b)));
+        }
     }
 
     #[test]

@@ -101,12 +101,20 @@ impl Mailbox {
         self.wake.notify_cond();
     }
 
-    /// Lane: wait for the next job; `None` means stop.
-    pub fn next(&self) -> Option<Job> {
+    /// Lane: wait for the next job; `None` means stop. `spin`: whether to spin before
+    /// parking (after short jobs the next one is usually a handoff away; after long ones,
+    /// spinning would only take CPU from the lanes still running kernels).
+    pub fn next(&self, spin: bool) -> Option<Job> {
         let t = self.tail.load(Ordering::Relaxed);
-        self.wake.wait_until(
+        let budget = if spin {
+            crate::event::spin_budget()
+        } else {
+            std::time::Duration::ZERO
+        };
+        self.wake.wait_until_spin(
             || self.head.load(Ordering::Acquire) != t || self.stop.load(Ordering::Acquire),
             None,
+            budget,
         );
         if self.head.load(Ordering::Acquire) == t {
             return None;

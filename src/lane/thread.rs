@@ -10,10 +10,12 @@ use std::sync::Arc;
 /// Body of a lane thread: run jobs until told to stop.
 pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let lane = &e.lanes[idx as usize];
-    while let Some(job) = lane.mailbox.next() {
+    let mut last_ns = 0;
+    while let Some(job) = lane.mailbox.next(last_ns < crate::scheduler::SHORT_JOB_NS) {
         let t0 = std::time::Instant::now();
         let failure = run_job(&e, idx, job);
         let ns = t0.elapsed().as_nanos() as u64;
+        last_ns = ns;
         e.completions.push(Completion {
             lane: idx,
             slot: job.slot,

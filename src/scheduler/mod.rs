@@ -123,8 +123,19 @@ impl Sched {
                     .as_ref()
                     .filter(|st| !st.warned)
                     .map(|st| st.since + STALL_WARNING_AFTER);
+                // Waiting only on long jobs: park at once, so a lane's completion wakes us
+                // (a spinning scheduler would queue behind the kernels for the CPU).
+                let long = (0..self.inflight.len())
+                    .filter(|&l| self.inflight[l] > 0)
+                    .all(|l| self.job_ns[l] >= SHORT_JOB_NS && self.job_ns[l] != u64::MAX)
+                    && self.inflight.iter().any(|&n| n > 0);
+                let spin = if long {
+                    Duration::ZERO
+                } else {
+                    crate::event::spin_budget()
+                };
                 let e = &self.e;
-                e.sched_event.wait_until(
+                e.sched_event.wait_until_spin(
                     || {
                         e.sched_event.generation() != seen
                             || !e.completions.is_empty()
@@ -132,6 +143,7 @@ impl Sched {
                             || e.stopping()
                     },
                     deadline,
+                    spin,
                 );
             }
         }
@@ -312,7 +324,7 @@ impl Sched {
 
 /// Jobs shorter than this (moving average per lane) are short enough that the handoff
 /// dominates: such a lane gets up to MAILBOX_DEPTH jobs at once.
-const SHORT_JOB_NS: u64 = 20_000;
+pub const SHORT_JOB_NS: u64 = 20_000;
 
 impl Sched {
     /// How many jobs lane `l` may have outstanding: one (the seed's idle-lane placement)
