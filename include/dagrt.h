@@ -488,7 +488,7 @@ typedef struct dagrt_worker_stats_t {
    */
   uint64_t runs;
   /*
-   Tasks waiting in ready queues.
+   Tasks READY and waiting for a lane.
    */
   uint64_t ready_queued;
   /*

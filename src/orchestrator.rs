@@ -239,6 +239,9 @@ impl Orchestrator {
             retire(&self.e, id, &mut self.reclaim);
         }
         consume_all(&self.e, &mut self.reclaim);
+        // Cancelled READY slots may still sit in the scheduler's queues: a pass drops them
+        // (and releases any reservation a cancelled group head held).
+        self.e.sched_event.notify();
     }
 
     /// Fail the open run, whatever thread built it (the worker is being freed).
@@ -308,7 +311,18 @@ impl Orchestrator {
         let mut heap = None;
         if heap_bytes > 0 {
             match self.e.heap.rings[ring].alloc(heap_bytes, deadline) {
-                Ok((ptr, seq)) => heap = Some((ptr, HeapClaim { ring, seq })),
+                Ok((ptr, seq)) => {
+                    let lo = ptr as u64;
+                    heap = Some((
+                        ptr,
+                        HeapClaim {
+                            ring,
+                            seq,
+                            lo,
+                            hi: lo + heap_bytes,
+                        },
+                    ))
+                }
                 Err(x) => {
                     self.e.slots.free(sid);
                     return Err(heap_error(x, heap_bytes, self.e.cfg.heap_ring_size));
@@ -724,7 +738,12 @@ impl Orchestrator {
         let d = unsafe { slot.data() };
         d.run = Some(run.clone());
         d.kind = SlotKind::Alloc;
-        d.heap = Some(HeapClaim { ring, seq });
+        d.heap = Some(HeapClaim {
+            ring,
+            seq,
+            lo: ptr as u64,
+            hi: ptr as u64 + aligned,
+        });
         self.scope.register(sid);
         let fp = Footprint::dense(ptr as u64, bytes);
         let key = self.e.tensormap.lock().insert(run.id, fp, sid);

@@ -46,6 +46,9 @@ pub struct MemberArgs {
 pub struct HeapClaim {
     pub ring: usize,
     pub seq: u64,
+    /// The slab's address range: TensorMap entries inside it die with it.
+    pub lo: u64,
+    pub hi: u64,
 }
 
 /// The single-owner part of a slot. Written by the orchestrator while BUILDING, read by the

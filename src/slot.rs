@@ -173,7 +173,12 @@ impl SlotCore {
             return Attach::Gone;
         }
         match self.state.load(Ordering::Acquire) {
-            FREE | CONSUMED => Attach::Gone,
+            // A failed producer being (or already) reclaimed still poisons: its failure
+            // stays with the id until the slot's next occupant begins.
+            FREE | CONSUMED => match &s.failure {
+                Some(f) => Attach::Failed(f.clone()),
+                None => Attach::Gone,
+            },
             FAILED => Attach::Failed(s.failure.clone().unwrap_or_else(|| Arc::from("failed"))),
             COMPLETED => {
                 if retain {
@@ -343,6 +348,12 @@ impl SlotCore {
         // handle that was never issued be told apart (see Orchestrator::check_handle).
         s.run = 0;
         self.state.store(FREE, Ordering::Release);
+    }
+
+    /// Is task `id` still READY in this slot (a queue entry naming it is live)?
+    pub fn is_ready(&self, id: SlotId) -> bool {
+        let s = lock(&self.sync);
+        s.id == id && self.state.load(Ordering::Acquire) == READY
     }
 
     /// (task id, run) of the occupant (for a FREE slot: the last occupant's id, run 0).

@@ -18,8 +18,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
-/// An entry's key: (slab index, insertion sequence). Owners journal it.
-pub type MapKey = (u32, u64);
+/// An entry's key, journaled by its owner: slab index, insertion sequence, and the bytes
+/// the entry first covered (a dense entry partly overwritten is split into the pieces that
+/// remain; the pieces keep the sequence and lie inside those bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapKey {
+    idx: u32,
+    seq: u64,
+    lo: u64,
+    hi: u64,
+}
 
 const GRANULE_SHIFT: u32 = 8;
 /// Footprints spanning at most this many granules are hashed by granule.
@@ -53,6 +61,8 @@ struct MapEntry {
     seq: u64,
     /// Index into `RunMap::strided`, or DENSE.
     shape: u32,
+    /// A remaining piece of a split entry (its journaled key may name another piece).
+    split: bool,
 }
 
 fn granules(lo: u64, hi: u64) -> (u64, u64) {
@@ -71,6 +81,8 @@ struct RunMap {
     strided: Vec<Footprint>,
     free_strided: Vec<u32>,
     seq: u64,
+    /// Entries were split in this run: erase may have to find pieces.
+    splits: bool,
 }
 
 impl RunMap {
@@ -116,6 +128,18 @@ impl RunMap {
     }
 
     fn add(&mut self, fp: Footprint, owner: SlotId) -> MapKey {
+        self.seq += 1;
+        let seq = self.seq;
+        let idx = self.add_entry(fp, owner, seq, false);
+        MapKey {
+            idx,
+            seq,
+            lo: fp.lo,
+            hi: fp.hi,
+        }
+    }
+
+    fn add_entry(&mut self, fp: Footprint, owner: SlotId, seq: u64, split: bool) -> u32 {
         let shape = if fp.dense {
             DENSE
         } else if let Some(s) = self.free_strided.pop() {
@@ -125,13 +149,13 @@ impl RunMap {
             self.strided.push(fp);
             (self.strided.len() - 1) as u32
         };
-        self.seq += 1;
         let e = MapEntry {
             owner,
             lo: fp.lo,
             hi: fp.hi,
-            seq: self.seq,
+            seq,
             shape,
+            split,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -150,10 +174,10 @@ impl RunMap {
             }
         } else {
             self.big_max_len = self.big_max_len.max(fp.hi - fp.lo);
-            self.big.insert((fp.lo, self.seq), idx);
+            self.big.insert((fp.lo, seq), idx);
         }
         self.live += 1;
-        (idx, self.seq)
+        idx
     }
 
     fn remove(&mut self, idx: u32) {
@@ -221,6 +245,17 @@ impl Inner {
                 if fp.covers(&m.footprint(&old)) {
                     m.remove(idx);
                     self.total -= 1;
+                } else if fp.dense && old.shape == DENSE {
+                    // Dense over dense: the old writer keeps exactly the bytes left over.
+                    m.remove(idx);
+                    self.total -= 1;
+                    for (lo, hi) in [(old.lo, fp.lo), (fp.hi, old.hi)] {
+                        if lo < hi {
+                            m.add_entry(Footprint::dense(lo, hi - lo), old.owner, old.seq, true);
+                            self.total += 1;
+                        }
+                    }
+                    m.splits = true;
                 }
             }
         }
@@ -234,9 +269,44 @@ impl Inner {
             return;
         };
         let m = &mut self.runs[i].1;
-        for &(idx, seq) in keys {
-            let e = m.entries.get(idx as usize);
-            if e.is_some_and(|e| e.seq == seq && e.owner == owner) {
+        for k in keys {
+            let e = m.entries.get(k.idx as usize).copied();
+            let direct = e.filter(|e| e.seq == k.seq && e.owner == owner);
+            if let Some(e) = direct {
+                m.remove(k.idx);
+                self.total -= 1;
+                if !e.split {
+                    continue;
+                }
+            }
+            if m.splits {
+                // Pieces of a split entry lie inside the bytes the key first covered.
+                m.overlapping(&Footprint::dense(k.lo, k.hi - k.lo), &mut self.scratch);
+                for &idx in &self.scratch {
+                    let p = m.entries[idx as usize];
+                    if p.owner == owner && p.seq == k.seq {
+                        m.remove(idx);
+                        self.total -= 1;
+                    }
+                }
+            }
+        }
+        if m.live == 0 {
+            self.runs.swap_remove(i);
+        }
+    }
+
+    /// Erase every entry of `run` that lies entirely inside `[lo, hi)` (a heap slab being
+    /// reclaimed: whatever was written there, including failure tombstones, is gone).
+    pub fn erase_range(&mut self, run: RunId, lo: u64, hi: u64) {
+        let Some(i) = self.runs.iter().position(|r| r.0 == run) else {
+            return;
+        };
+        let m = &mut self.runs[i].1;
+        m.overlapping(&Footprint::dense(lo, hi - lo), &mut self.scratch);
+        for &idx in &self.scratch {
+            let e = m.entries[idx as usize];
+            if e.lo >= lo && e.hi <= hi {
                 m.remove(idx);
                 self.total -= 1;
             }

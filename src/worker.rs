@@ -46,8 +46,6 @@ pub struct Engine {
     /// Slots made READY off the scheduler thread (immediately-ready submits), on their way
     /// to the scheduler's own ready queues.
     pub ready_in: SegQueue<(crate::slot::SlotId, crate::slot::Route)>,
-    /// Slots waiting in ready queues (introspection; published by the scheduler).
-    pub ready_queued: std::sync::atomic::AtomicUsize,
     /// Completion FIFO: lanes push, the scheduler drains before dispatching.
     pub completions: SegQueue<Completion>,
     /// The scheduler's wake edge.
@@ -229,7 +227,6 @@ impl Worker {
             heap,
             tensormap: Default::default(),
             ready_in: SegQueue::new(),
-            ready_queued: std::sync::atomic::AtomicUsize::new(0),
             completions: SegQueue::new(),
             sched_event: Event::default(),
             run_event: Arc::new(Event::default()),

@@ -40,7 +40,7 @@ pub struct WorkerStats {
     pub tensormap_entries: u64,
     /// Runs registered (not yet released).
     pub runs: u64,
-    /// Tasks waiting in ready queues.
+    /// Tasks READY and waiting for a lane.
     pub ready_queued: u64,
     /// Per heap ring: monotonic top and tail byte positions (equal when the ring is empty).
     pub heap_top: [u64; 4],

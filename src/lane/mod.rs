@@ -18,6 +18,10 @@ use std::sync::Arc;
 pub struct Job {
     pub slot: SlotId,
     pub member: u32,
+    /// The scheduler claimed the slot READY -> RUNNING when it posted the job (a job posted
+    /// to an idle lane). A job queued behind another is claimed by the lane when it starts,
+    /// so cancellation still wins over any job that has not begun.
+    pub claimed: bool,
 }
 
 /// What a lane reports when a job ends.
@@ -29,6 +33,8 @@ pub struct Completion {
     pub failure: Option<Arc<str>>,
     /// How long the executor ran, in ns (sizes the lane's mailbox depth).
     pub ns: u64,
+    /// The lane lost the claim of an unclaimed job (it was cancelled): nothing ran.
+    pub skipped: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

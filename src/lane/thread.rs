@@ -12,6 +12,18 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let lane = &e.lanes[idx as usize];
     let mut last_ns = 0;
     while let Some(job) = lane.mailbox.next(last_ns < crate::scheduler::SHORT_JOB_NS) {
+        if !job.claimed && !e.slots.get(job.slot).core.try_claim_running_id(job.slot) {
+            e.completions.push(Completion {
+                lane: idx,
+                slot: job.slot,
+                member: job.member,
+                failure: None,
+                ns: 0,
+                skipped: true,
+            });
+            e.sched_event.notify_cond();
+            continue;
+        }
         let t0 = std::time::Instant::now();
         let failure = run_job(&e, idx, job);
         let ns = t0.elapsed().as_nanos() as u64;
@@ -22,6 +34,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
             member: job.member,
             failure,
             ns,
+            skipped: false,
         });
         e.sched_event.notify_cond();
     }

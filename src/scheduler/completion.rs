@@ -142,6 +142,10 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             // SAFETY: this thread won the CONSUMED transition of every slot in the batch.
             let d = unsafe { slot.data() };
             let Some(r) = &d.run else { continue };
+            if let Some(h) = &d.heap {
+                tm.get_or_insert_with(|| e.tensormap.lock())
+                    .erase_range(r.id, h.lo, h.hi);
+            }
             match slot.core.failure() {
                 // A failed slot leaves its TensorMap entries as tombstones until the run
                 // ends, so later readers of its outputs are poisoned, not released onto

@@ -88,7 +88,6 @@ impl Sched {
                 self.on_completion(c);
                 done += 1;
             }
-            completion::consume_all(&self.e, &mut self.reclaim);
             while let Some((sid, r)) = self.e.ready_in.pop() {
                 completion::route(&mut self.queues, sid, r);
             }
@@ -97,6 +96,9 @@ impl Sched {
             }
             let t1 = if traced { self.e.trace.now() } else { 0 };
             let posted = self.dispatch();
+            // Reclaim after dispatching: new work goes out first, and a run whose fence this
+            // drops to zero no longer has dead entries in the queues this pass could drain.
+            completion::consume_all(&self.e, &mut self.reclaim);
             if traced {
                 if done > 0 {
                     self.e.trace.sched("completions", t0, t1, done);
@@ -152,6 +154,9 @@ impl Sched {
     fn on_completion(&mut self, c: Completion) {
         let l = c.lane as usize;
         self.inflight[l] -= 1;
+        if c.skipped {
+            return;
+        }
         self.job_ns[l] = match self.job_ns[l] {
             u64::MAX => c.ns,
             avg => (avg * 7 + c.ns) / 8,
@@ -159,7 +164,7 @@ impl Sched {
         let slot = self.e.slots.get(c.slot);
         // SAFETY: the slot is RUNNING; only the scheduler writes group bookkeeping.
         let d = unsafe { slot.data() };
-        let failure = if d.group {
+        let failure = if d.group && d.members.len() > 1 {
             if d.member_failure.is_none() {
                 d.member_failure = c.failure;
             }
@@ -189,7 +194,6 @@ impl Sched {
             let q = &mut queues;
             if q.is_empty() {
                 self.queues = queues;
-                e.ready_queued.store(0, Ordering::Relaxed);
                 return 0;
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
@@ -200,6 +204,11 @@ impl Sched {
                     *sid,
                     r.targets.clone().unwrap_or_else(|| Arc::from(&[][..])),
                 );
+                // A cancelled head must not hold its targets' reservation.
+                if !e.slots.get(sid).core.is_ready(sid) {
+                    q.group.pop();
+                    continue;
+                }
                 if targets.iter().any(|&l| self.inflight[l as usize] > 0) {
                     for &l in targets.iter() {
                         self.reserved[l as usize] = true;
@@ -222,6 +231,7 @@ impl Sched {
                         Job {
                             slot: sid,
                             member: i as u32,
+                            claimed: true,
                         },
                     ));
                 }
@@ -238,16 +248,7 @@ impl Sched {
                     let Some((sid, _)) = q.singles[l].pop() else {
                         break;
                     };
-                    if e.slots.get(sid).core.try_claim_running_id(sid) {
-                        self.inflight[l] += 1;
-                        self.posts.push((
-                            l as u32,
-                            Job {
-                                slot: sid,
-                                member: 0,
-                            },
-                        ));
-                    }
+                    self.post_single(l, sid);
                 }
             }
             // SUB: a single goes to the SUB lane with the fewest jobs outstanding (that has
@@ -264,21 +265,11 @@ impl Sched {
                         .min_by_key(|&l| self.inflight[l as usize]);
                     let Some(l) = lane else { break };
                     q.sub.pop();
-                    if e.slots.get(sid).core.try_claim_running_id(sid) {
-                        // SAFETY: the claim made the slot RUNNING (a one-member SUB group
-                        // takes this path too and needs its member count).
-                        let d = unsafe { e.slots.get(sid).data() };
-                        d.members_left = 1;
-                        d.member_failure = None;
-                        self.inflight[l as usize] += 1;
-                        self.posts.push((
-                            l,
-                            Job {
-                                slot: sid,
-                                member: 0,
-                            },
-                        ));
-                    }
+                    self.post_single(l as usize, sid);
+                    continue;
+                }
+                if !e.slots.get(sid).core.is_ready(sid) {
+                    q.sub.pop();
                     continue;
                 }
                 self.idle_subs.clear();
@@ -307,12 +298,12 @@ impl Sched {
                         Job {
                             slot: sid,
                             member: i as u32,
+                            claimed: true,
                         },
                     ));
                 }
             }
         }
-        e.ready_queued.store(queues.len(), Ordering::Relaxed);
         self.queues = queues;
         let posted = self.posts.len();
         for (l, job) in self.posts.drain(..) {
@@ -327,6 +318,25 @@ impl Sched {
 pub const SHORT_JOB_NS: u64 = 20_000;
 
 impl Sched {
+    /// Post a single task to lane `l`. To an idle lane the scheduler claims it now (the
+    /// seed's dispatch claim); behind other jobs the lane claims it when it starts, so a
+    /// cancellation meanwhile still wins and the job is skipped.
+    fn post_single(&mut self, l: usize, sid: crate::slot::SlotId) {
+        let claimed = self.inflight[l] == 0;
+        if claimed && !self.e.slots.get(sid).core.try_claim_running_id(sid) {
+            return;
+        }
+        self.inflight[l] += 1;
+        self.posts.push((
+            l as u32,
+            Job {
+                slot: sid,
+                member: 0,
+                claimed,
+            },
+        ));
+    }
+
     /// How many jobs lane `l` may have outstanding: one (the seed's idle-lane placement)
     /// unless its recent jobs were short.
     fn depth(&self, l: usize) -> u32 {
@@ -398,5 +408,10 @@ impl Sched {
 
 /// Slots waiting in ready queues (introspection).
 pub fn queued(e: &Engine) -> usize {
-    e.ready_queued.load(Ordering::Relaxed) + e.ready_in.len()
+    // Counted from the slots themselves: a queue may still hold entries of READY slots that
+    // a cancellation claimed, until the scheduler's next pass drops them.
+    e.slots
+        .iter()
+        .filter(|s| s.core.state() == crate::slot::READY)
+        .count()
 }
