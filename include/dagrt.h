@@ -454,8 +454,8 @@ typedef struct dagrt_worker_config {
    */
   uint64_t heap_ring_size;
   /*
-   Task window: slots in flight at once (rounded up to a power of two). Default 1048576;
-   slot memory grows with the slots actually in flight, in chunks of 4096.
+   Task window: slots in flight at once (1..=16777216). Default 1048576; slot memory
+   grows with the slots actually in flight, in chunks of 4096.
    */
   uint32_t task_window;
   /*

@@ -12,7 +12,7 @@ use crate::callable::{self, CallableKind, Entry};
 use crate::error::{err, Error, Result, Status};
 use crate::event::deadline_after;
 use crate::ring::{
-    align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind, INDEX_BITS,
+    align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind,
 };
 use crate::run::{Run, RunId};
 use crate::scheduler::completion::{
@@ -678,10 +678,10 @@ impl Orchestrator {
         {
             return never();
         }
-        // Ids at one table entry only grow: an entry whose latest id is older than the
-        // handle's never held it.
-        let (latest, _) = self.e.slots.get(h.slot).core.ident();
-        if latest >> INDEX_BITS < h.slot >> INDEX_BITS {
+        // Ids at one table entry only grow, and the entry remembers its last occupants: an id
+        // it never held is refused. (An id older than that history cannot be told from one
+        // consumed long ago; it is treated as a finished producer.)
+        if self.e.slots.get(h.slot).core.issued(h.slot) == Some(false) {
             return never();
         }
         Ok(())

@@ -348,9 +348,12 @@ impl HeapRing {
                 } else {
                     st.top
                 };
-                if start + bytes - st.tail > self.size {
+                // Nothing live: the gap up to the wrap point belongs to nobody.
+                let tail = if st.fifo.is_empty() { start } else { st.tail };
+                if start + bytes - tail > self.size {
                     return false;
                 }
+                st.tail = tail;
                 st.top = start + bytes;
                 let seq = st.head_seq + st.fifo.len() as u64;
                 st.fifo.push_back((start + bytes, false));

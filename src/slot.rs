@@ -74,6 +74,11 @@ pub struct SlotSync {
     pub id: SlotId,
     /// Run of the task occupying the slot (for cancellation's sweep).
     pub run: u64,
+    /// Ids of the last occupants (most recent last) and the largest id that fell out of
+    /// this history: with ids at one entry only growing, a handle id above that and not in
+    /// the history was never issued here.
+    pub history: [SlotId; 4],
+    pub evicted: SlotId,
     pub fanin_count: i32,
     pub fanin_released: i32,
     /// Outstanding lifetime references: retaining consumers + the scope reference.
@@ -149,6 +154,11 @@ impl SlotCore {
     /// FREE -> BUILDING for task `id` of `run`.
     pub fn begin_building_for(&self, id: SlotId, run: u64) {
         let mut s = lock(&self.sync);
+        if s.history[0] != 0 {
+            s.evicted = s.history[0];
+        }
+        s.history.rotate_left(1);
+        s.history[3] = id;
         s.id = id;
         s.run = run;
         s.fanin_count = 0;
@@ -354,6 +364,18 @@ impl SlotCore {
     pub fn is_ready(&self, id: SlotId) -> bool {
         let s = lock(&self.sync);
         s.id == id && self.state.load(Ordering::Acquire) == READY
+    }
+
+    /// Was task `id` ever issued at this entry? `None` when it is too old to tell.
+    pub fn issued(&self, id: SlotId) -> Option<bool> {
+        let s = lock(&self.sync);
+        if s.history.contains(&id) {
+            Some(true)
+        } else if id <= s.evicted {
+            None
+        } else {
+            Some(false)
+        }
     }
 
     /// (task id, run) of the occupant (for a FREE slot: the last occupant's id, run 0).

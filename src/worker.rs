@@ -20,8 +20,8 @@ use std::thread::JoinHandle;
 pub struct WorkerConfig {
     /// Bytes per heap ring (four rings are mapped). Default 1 GiB; pages are lazy.
     pub heap_ring_size: u64,
-    /// Task window: slots in flight at once (rounded up to a power of two). Default 1048576;
-    /// slot memory grows with the slots actually in flight, in chunks of 4096.
+    /// Task window: slots in flight at once (1..=16777216). Default 1048576; slot memory
+    /// grows with the slots actually in flight, in chunks of 4096.
     pub task_window: u32,
     /// Back-pressure timeout for slot and heap reservations, in ms. Default 10000.
     pub timeout_ms: u32,
@@ -117,6 +117,8 @@ pub struct Worker {
     engine: Option<Arc<Engine>>,
     orch: Option<std::sync::Mutex<Orchestrator>>,
     threads: Vec<JoinHandle<()>>,
+    /// Closed for good: a worker is configured and initialised once.
+    closed: bool,
 }
 
 impl Worker {
@@ -136,10 +138,14 @@ impl Worker {
             engine: None,
             orch: None,
             threads: Vec::new(),
+            closed: false,
         })
     }
 
     fn not_started(&self, what: &str) -> Result<()> {
+        if self.closed {
+            return err(Status::WrongState, format!("{what}: the worker is closed"));
+        }
         if self.engine.is_some() {
             return err(
                 Status::WrongState,
@@ -335,6 +341,7 @@ impl Worker {
         }
         self.orch = None;
         self.engine = None;
+        self.closed = true;
         Ok(())
     }
 }

@@ -20,17 +20,20 @@ use std::ffi::{c_char, CStr, CString};
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static ERRORS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Record `e` as this thread's last error and return its status.
 pub(crate) fn fail(e: Error) -> Status {
     let msg = CString::new(e.msg.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|l| *l.borrow_mut() = msg);
+    ERRORS.with(|n| n.set(n.get() + 1));
     e.status
 }
 
-pub(crate) fn clear_last_error() {
-    LAST_ERROR.with(|l| *l.borrow_mut() = CString::default());
+/// How many failures this thread has recorded (to tell whether a callback saw one).
+pub(crate) fn error_count() -> u64 {
+    ERRORS.with(|n| n.get())
 }
 
 pub(crate) fn last_error_string() -> String {

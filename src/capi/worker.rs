@@ -1,6 +1,6 @@
 //! Worker lifecycle, the orchestration-callback convenience calls and introspection.
 
-use super::{boundary, clear_last_error, last_error_string, need_mut};
+use super::{boundary, error_count, last_error_string, need_mut};
 use crate::error::{err, Error, Result, Status};
 use crate::ring::MAX_RING_DEPTH;
 use crate::run::RunId;
@@ -173,12 +173,16 @@ fn submit(
     out_run: &mut RunId,
 ) -> Result<()> {
     let run = super::orch::with_orch(&w.orch, |o| o.begin_run())?;
-    clear_last_error();
+    let errors_before = error_count();
     // SAFETY: the host's callback, called with its own context and our orchestrator handle.
     let rc = unsafe { f(&mut w.orch, ctx) };
     *out_run = run;
     if rc != 0 {
-        let seen = last_error_string();
+        let seen = if error_count() > errors_before {
+            last_error_string()
+        } else {
+            String::new()
+        };
         let msg = if seen.is_empty() {
             format!("orchestration callback returned {rc}")
         } else {
