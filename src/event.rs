@@ -79,6 +79,15 @@ impl Event {
         self.wait_until_spin(cond, deadline, spin_budget())
     }
 
+    /// `wait_until` with a relative timeout, read from the clock only if the condition does
+    /// not already hold (the uncontended path costs no clock read).
+    pub fn wait_until_timeout(&self, mut cond: impl FnMut() -> bool, timeout: Duration) -> bool {
+        if cond() {
+            return true;
+        }
+        self.wait_until(cond, deadline_after(Some(timeout)))
+    }
+
     /// `wait_until` with an explicit spin budget: a waiter that knows what it waits for is
     /// long (a kernel that runs for milliseconds) parks at once instead of taking CPU from it.
     pub fn wait_until_spin(

@@ -10,7 +10,6 @@
 use crate::callable::Callable;
 use crate::callable::{self, CallableKind, Entry};
 use crate::error::{err, Error, Result, Status};
-use crate::event::deadline_after;
 use crate::ring::{
     align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind,
 };
@@ -114,8 +113,8 @@ impl Orchestrator {
         self.scope.depth()
     }
 
-    fn timeout(&self) -> Option<std::time::Instant> {
-        deadline_after(Some(Duration::from_millis(self.e.cfg.timeout_ms as u64)))
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.e.cfg.timeout_ms as u64)
     }
 
     /// Open a run: its fence, its outer scope, this thread as its builder.

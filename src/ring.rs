@@ -15,7 +15,7 @@ use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::Duration;
 
 pub const MAX_RING_DEPTH: usize = 4;
 pub const HEAP_ALIGN: u64 = 1024;
@@ -218,11 +218,11 @@ impl SlotTable {
         i < self.window as usize && self.chunks[i >> self.chunk_shift].get().is_some()
     }
 
-    /// Claim a free table entry for sequence number `seq`, waiting until `deadline` for
+    /// Claim a free table entry for sequence number `seq`, waiting up to `timeout` for
     /// one; returns the new slot id (BUILDING, for `run`).
-    pub fn claim(&self, seq: u64, run: u64, deadline: Option<Instant>) -> Option<SlotId> {
+    pub fn claim(&self, seq: u64, run: u64, timeout: Duration) -> Option<SlotId> {
         let mut index = None;
-        let got = self.freed.wait_until(
+        let got = self.freed.wait_until_timeout(
             || {
                 let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
                 index = f.stack.pop().or_else(|| {
@@ -233,7 +233,7 @@ impl SlotTable {
                 });
                 index.is_some()
             },
-            deadline,
+            timeout,
         );
         let i = index.filter(|_| got)? as usize;
         self.chunks[i >> self.chunk_shift].get_or_init(|| {
@@ -329,17 +329,13 @@ impl HeapRing {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reserve `bytes` (already aligned), waiting for reclamation until `deadline`.
-    pub fn alloc(
-        &self,
-        bytes: u64,
-        deadline: Option<Instant>,
-    ) -> Result<(*mut u8, u64), HeapError> {
+    /// Reserve `bytes` (already aligned), waiting up to `timeout` for reclamation.
+    pub fn alloc(&self, bytes: u64, timeout: Duration) -> Result<(*mut u8, u64), HeapError> {
         if bytes > self.size {
             return Err(HeapError::TooLarge);
         }
         let mut out = None;
-        let ok = self.freed.wait_until(
+        let ok = self.freed.wait_until_timeout(
             || {
                 let mut st = self.lock();
                 let phys = st.top % self.size;
@@ -361,7 +357,7 @@ impl HeapRing {
                 out = Some((unsafe { self.base.add((start % self.size) as usize) }, seq));
                 true
             },
-            deadline,
+            timeout,
         );
         match (ok, out) {
             (true, Some(r)) => Ok(r),

@@ -75,6 +75,9 @@ struct RunMap {
     free: Vec<u32>,
     live: usize,
     small: HashMap<u64, Vec<u32>, BuildHasherDefault<GranuleHasher>>,
+    /// Emptied granule buckets, kept for reuse: a stream over fresh addresses would
+    /// otherwise allocate and free one per granule.
+    spare: Vec<Vec<u32>>,
     big: BTreeMap<(u64, u64), u32>,
     /// Longest big footprint: bounds the backwards reach of a range query.
     big_max_len: u64,
@@ -170,7 +173,11 @@ impl RunMap {
         let (g0, g1) = granules(fp.lo, fp.hi);
         if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
-                self.small.entry(g).or_default().push(idx);
+                let spare = &mut self.spare;
+                self.small
+                    .entry(g)
+                    .or_insert_with(|| spare.pop().unwrap_or_default())
+                    .push(idx);
             }
         } else {
             self.big_max_len = self.big_max_len.max(fp.hi - fp.lo);
@@ -190,7 +197,11 @@ impl RunMap {
                         b.swap_remove(p);
                     }
                     if b.is_empty() {
-                        self.small.remove(&g);
+                        if let Some(v) = self.small.remove(&g) {
+                            if self.spare.len() < 1024 {
+                                self.spare.push(v);
+                            }
+                        }
                     }
                 }
             }
