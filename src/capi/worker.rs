@@ -47,6 +47,13 @@ pub struct WorkerStats {
     pub heap_tail: [u64; 4],
 }
 
+/// The engine of an initialised worker.
+fn engine_of(w: &dagrt_worker_t) -> Result<&std::sync::Arc<crate::worker::Engine>> {
+    w.worker
+        .engine()
+        .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))
+}
+
 pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worker_t> {
     super::need(w, "worker")
 }
@@ -213,11 +220,7 @@ pub extern "C" fn dagrt_worker_run(
         if run == 0 {
             return r;
         }
-        let e = w
-            .worker
-            .engine()
-            .cloned()
-            .ok_or_else(|| Error::new(Status::WrongState, "worker closed"))?;
+        let e = engine_of(w)?.clone();
         let res = super::run::wait(&e, run, None).map(|_| ());
         e.runs.remove(run);
         r.and(res)
@@ -233,10 +236,7 @@ pub extern "C" fn dagrt_worker_stats(
     boundary(|| {
         let w = worker_ref(worker)?;
         let out = need_mut(out, "out")?;
-        let e = w
-            .worker
-            .engine()
-            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        let e = engine_of(w)?;
         let mut s = WorkerStats {
             live_slots: e.slots.live(),
             tensormap_entries: e.tensormap.len() as u64,
@@ -266,10 +266,7 @@ pub extern "C" fn dagrt_worker_trace_start(
     boundary(|| {
         let p = super::need_str(path, "path")?;
         let w = worker_mut(worker)?;
-        let e = w
-            .worker
-            .engine()
-            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        let e = engine_of(w)?;
         e.trace.start(p.into());
         Ok(())
     })
@@ -281,10 +278,7 @@ pub extern "C" fn dagrt_worker_trace_start(
 pub extern "C" fn dagrt_worker_trace_stop(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| {
         let w = worker_mut(worker)?;
-        let e = w
-            .worker
-            .engine()
-            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        let e = engine_of(w)?;
         e.trace
             .stop()
             .map_err(|x| Error::new(Status::System, format!("writing the trace: {x}")))?;
@@ -303,10 +297,7 @@ pub extern "C" fn dagrt_worker_write_dot(
     boundary(|| {
         let p = super::need_str(path, "path")?;
         let w = worker_mut(worker)?;
-        let e = w
-            .worker
-            .engine()
-            .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))?;
+        let e = engine_of(w)?;
         if e.trace.node_count(run) == 0 {
             return err(
                 Status::InvalidArgument,
