@@ -12,6 +12,10 @@
 #   PY=0            passed to run.sh (1 adds the Python peers; they need `pip install dask`).
 #   PEERS_DIR       peer harness directory (default /work/shared/bench/peers).
 #   OUT             results directory (default target/bench-results/<timestamp>).
+#   CHOL=1          0 skips the tiled Cholesky comparison: examples/cholesky beside the peers'
+#                   OpenMP and StarPU versions (shared/bench/peers/cholesky/run.sh), same input,
+#                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256"), 2 threads,
+#                   CHOL_REPS (default 3) reps each; a median GFLOP/s table is printed.
 #
 # Results directory: env.txt (machine, load, commit), build.log, workloads-bench (the exact
 # bench executable every round ran), dagrt.rN.jsonl (one JSON
@@ -85,4 +89,40 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
+
+if [ "${CHOL:-1}" = 1 ]; then
+    echo "== tiled Cholesky: dagrt example and peers (sizes ${CHOL_SIZES:-2048:128 2048:256})" >&2
+    cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
+        -DCMAKE_BUILD_TYPE=Release > "$out/chol_build.log" 2>&1
+    cmake --build build/cholesky >> "$out/chol_build.log" 2>&1
+    : > "$out/chol.txt"
+    for nb in ${CHOL_SIZES:-2048:128 2048:256}; do
+        n=${nb%%:*} b=${nb##*:}
+        OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes 2 \
+            --reps "${CHOL_REPS:-3}" --peer-lines --no-progress 2>> "$out/chol.log" \
+            | grep '^dagrt-' >> "$out/chol.txt"
+    done
+    REPS=${CHOL_REPS:-3} SIZES="${CHOL_SIZES:-2048:128 2048:256}" THREADS=2 EX=0 \
+        "$PEERS_DIR/cholesky/run.sh" 2>> "$out/chol.log" \
+        | grep -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' >> "$out/chol.txt" || true
+    python3 - "$out/chol.txt" <<'PY' | tee "$out/chol_table.txt"
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 6:
+        runs[(f[1], f[2])].append((f[0], float(f[5])))
+print("tiled Cholesky, GFLOP/s (median of reps), 2 threads")
+for (n, b), rs in sorted(runs.items()):
+    by = collections.defaultdict(list)
+    for peer, g in rs:
+        by[peer].append(g)
+    med = {p: statistics.median(v) for p, v in by.items()}
+    peers = {p: g for p, g in med.items() if not p.startswith("dagrt") and not p.startswith("lapack")}
+    best = max(peers.items(), key=lambda x: x[1]) if peers else ("-", float("nan"))
+    cells = "  ".join(f"{p} {g:.1f}" for p, g in sorted(med.items()))
+    d = max((g for p, g in med.items() if p.startswith("dagrt")), default=float("nan"))
+    print(f"n={n} b={b}: {cells}  | dagrt / best tiled peer ({best[0]}) = {d / best[1]:.2f}")
+PY
+fi
 echo "results: $out" >&2
