@@ -1,8 +1,8 @@
 //! The Ring (Orchestrator seed §5): the bounded task window of slots and the four heap rings.
 //!
-//! Slot ids are monotonic; a slot lives at table index `id & mask`, so the window is the
-//! range of ids the table can hold at once. Allocating id `n` waits until the slot of id
-//! `n - window` has been consumed. Heap rings are MAP_SHARED anonymous mappings taken when the
+//! Slot ids are monotonic (a sequence number above the table index, see `INDEX_BITS`); the
+//! window is the number of table entries, and a submit waits only when every entry is in
+//! use (any free entry takes the next id). Heap rings are MAP_SHARED anonymous mappings taken when the
 //! Worker initialises, before any dagrt thread (or forked lane) starts, so forked children see
 //! them at the same address; each ring reclaims in FIFO order as its oldest slab is released.
 
@@ -13,7 +13,6 @@ use crate::slot::{SlotCore, SlotId};
 use crate::task::{CallConfig, Tensor};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -174,7 +173,6 @@ pub struct SlotTable {
     free: Mutex<FreeList>,
     /// Notified when a slot is freed (task-window back-pressure).
     pub freed: Event,
-    live: AtomicI64,
 }
 
 impl SlotTable {
@@ -194,7 +192,6 @@ impl SlotTable {
                 fresh: 0,
             }),
             freed: Event::default(),
-            live: AtomicI64::new(0),
         }
     }
 
@@ -246,7 +243,6 @@ impl SlotTable {
         });
         let id = (seq << INDEX_BITS) | i as u64;
         self.get(id).core.begin_building_for(id, run);
-        self.live.fetch_add(1, Ordering::AcqRel);
         Some(id)
     }
 
@@ -258,7 +254,6 @@ impl SlotTable {
             .unwrap_or_else(|p| p.into_inner())
             .stack
             .push((id & INDEX_MASK) as u32);
-        self.live.fetch_sub(1, Ordering::AcqRel);
         self.freed.notify_cond();
     }
 
@@ -272,12 +267,14 @@ impl SlotTable {
             f.stack
                 .extend(ids.iter().map(|&id| (id & INDEX_MASK) as u32));
         }
-        self.live.fetch_sub(ids.len() as i64, Ordering::AcqRel);
         self.freed.notify_cond();
     }
 
+    /// Slots not FREE: entries handed out minus entries returned (read under the free-list
+    /// lock, so the hot path keeps no shared counter for it).
     pub fn live(&self) -> i64 {
-        self.live.load(Ordering::Acquire)
+        let f = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        f.fresh as i64 - f.stack.len() as i64
     }
 
     /// Every materialised slot (for cancellation's sweep).
