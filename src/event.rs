@@ -27,6 +27,8 @@ pub struct Event {
     /// Parked waiters; SeqCst against the waited-on data (Dekker): a notifier that reads 0
     /// here is guaranteed that any waiter about to park will see its data first.
     sleepers: AtomicU32,
+    /// Parked waiters re-check their condition under it and notifiers take it before waking
+    /// them: no wake-up is lost between the check and the park.
     mu: Mutex<()>,
     cv: Condvar,
 }

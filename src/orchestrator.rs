@@ -31,6 +31,7 @@ use std::time::Duration;
 
 /// A per-thread token: identifies the thread building a run.
 pub(crate) fn thread_token() -> u64 {
+    // Token source: distinct per thread, never 0 (0 means "no builder").
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local!(static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
     TOKEN.with(|t| *t)

@@ -11,6 +11,7 @@ use std::time::Duration;
 /// another worker can never name a run of this one.
 pub type RunId = u64;
 
+/// Process-wide run id source: ids never repeat, which is what makes a stale run id detectable.
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,9 +36,11 @@ pub struct Run {
     pub first_slot: u64,
     /// The fence: live slots of the run plus one while submission is open. Terminal at 0.
     active: AtomicI64,
+    /// Submission closed: the hold was dropped (at most once, by the swap in `close`).
     closed: AtomicBool,
     /// Set once the fence reached zero and the end-of-run cleanup ran.
     finished: AtomicBool,
+    /// Per-run task counts (statistics only; no invariant rests on them).
     completed: AtomicU64,
     failed: AtomicU64,
     cancelled: AtomicU64,
@@ -200,6 +203,7 @@ pub fn is_live_anywhere(id: RunId) -> bool {
 /// Runs of one worker, by id. A released run is gone: its id becomes stale.
 #[derive(Default)]
 pub struct RunRegistry {
+    /// Guards the set of live (not yet released) runs: an id found here is a valid run handle.
     runs: Mutex<HashMap<RunId, Arc<Run>>>,
 }
 

@@ -55,6 +55,7 @@ struct Buffers {
 }
 
 pub struct Trace {
+    /// Recording on/off; a relaxed flag (events straddling a toggle may or may not be kept).
     enabled: AtomicBool,
     epoch: Instant,
     /// Lane names by lane index, fixed at init.
