@@ -60,6 +60,7 @@ fn version_macros_match_cargo() {
         "((DAGRT_VERSION_MAJOR << 16) | (DAGRT_VERSION_MINOR << 8) | DAGRT_VERSION_PATCH)"
     ));
     assert_eq!(packed, (maj << 16) | (min << 8) | pat);
+    // SAFETY: dagrt_version returns a static NUL-terminated string.
     let v = unsafe { std::ffi::CStr::from_ptr(dagrt::capi::dagrt_version()) };
     assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
 }
