@@ -69,11 +69,6 @@ impl Event {
         }
     }
 
-    /// Wait until the generation differs from `seen` or `deadline` passes (false then).
-    pub fn wait(&self, seen: u64, deadline: Option<Instant>) -> bool {
-        self.wait_until(|| self.gen.load(Ordering::Acquire) != seen, deadline)
-    }
-
     /// Wait until `cond()` holds or `deadline` passes; returns the final `cond()`. Spins
     /// (yielding) for the spin budget, then parks; a parked waiter re-checks `cond()` under
     /// the event mutex, which every notifier takes before waking, so no wake-up is lost.

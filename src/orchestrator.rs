@@ -110,10 +110,6 @@ impl Orchestrator {
         self.run.as_ref().map(|r| r.id)
     }
 
-    pub fn scope_depth(&self) -> usize {
-        self.scope.depth()
-    }
-
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.e.cfg.timeout_ms as u64)
     }
@@ -345,7 +341,6 @@ impl Orchestrator {
         d.group = matches!(kind, SubmitKind::NextLevelGroup | SubmitKind::SubGroup);
         d.entry = Some(entry);
         d.config = *config;
-        d.targets.extend_from_slice(&self.targets);
         d.heap = heap.map(|h| h.1);
 
         // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
@@ -475,8 +470,7 @@ impl Orchestrator {
             lane: self.targets.first().copied().unwrap_or(0),
             targets: (kind == SubmitKind::NextLevelGroup).then(|| Arc::from(&self.targets[..])),
         };
-        slot.core.set_route(route.clone());
-        match slot.core.publish(live) {
+        match slot.core.publish_routed(live, route.clone()) {
             Publish::Ready => enqueue_ready(&self.e, sid, route),
             Publish::Pending => {}
             Publish::Claimed => {

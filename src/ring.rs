@@ -62,8 +62,6 @@ pub struct SlotData {
     pub tensors: Vec<Tensor>,
     pub scalars: Vec<u64>,
     pub members: Vec<MemberArgs>,
-    /// Lane indexes of the NEXT_LEVEL targets, one per member.
-    pub targets: Vec<u32>,
     /// Producers this slot holds a lifetime reference on (released when it finishes).
     pub producers: Vec<SlotId>,
     /// Output journal: the TensorMap keys this slot published (erased owner-checked).
@@ -85,7 +83,6 @@ impl Default for SlotData {
             tensors: Vec::new(),
             scalars: Vec::new(),
             members: Vec::new(),
-            targets: Vec::new(),
             producers: Vec::new(),
             outputs: Vec::new(),
             heap: None,
@@ -103,7 +100,6 @@ impl SlotData {
         self.tensors.clear();
         self.scalars.clear();
         self.members.clear();
-        self.targets.clear();
         self.producers.clear();
         self.outputs.clear();
         self.heap = None;
@@ -248,13 +244,7 @@ impl SlotTable {
 
     /// Return an entry to FREE (after on_consumed, or an unowned claim rolled back).
     pub fn free(&self, id: SlotId) {
-        self.get(id).core.free();
-        self.free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stack
-            .push((id & INDEX_MASK) as u32);
-        self.freed.notify_cond();
+        self.free_all(&[id]);
     }
 
     /// `free` for a batch: one free-list lock and one wake-up.
@@ -389,15 +379,8 @@ impl HeapRing {
     pub fn tail(&self) -> u64 {
         self.lock().tail
     }
-    pub fn base(&self) -> *mut u8 {
-        self.base
-    }
     pub fn size(&self) -> u64 {
         self.size
-    }
-    pub fn contains(&self, p: u64) -> bool {
-        let b = self.base as u64;
-        p >= b && p < b + self.size
     }
 }
 

@@ -211,7 +211,19 @@ impl SlotCore {
 
     /// Submit step 6: publish `live` fanins together with the transition out of BUILDING.
     pub fn publish(&self, live: i32) -> Publish {
+        self.publish_with(live, None)
+    }
+
+    /// `publish`, recording the slot's route under the same lock.
+    pub fn publish_routed(&self, live: i32, route: Route) -> Publish {
+        self.publish_with(live, Some(route))
+    }
+
+    fn publish_with(&self, live: i32, route: Option<Route>) -> Publish {
         let mut s = lock(&self.sync);
+        if let Some(r) = route {
+            s.route = r;
+        }
         s.fanin_count = live;
         let ready = s.fanin_released >= live;
         let to = if ready { READY } else { PENDING };
@@ -244,11 +256,6 @@ impl SlotCore {
             return Some(s.route.clone());
         }
         None
-    }
-
-    /// Set the route of a slot being built (before publication).
-    pub fn set_route(&self, route: Route) {
-        lock(&self.sync).route = route;
     }
 
     /// The failure claim: the only way a not-yet-running slot becomes FAILED. The winner
