@@ -1,0 +1,277 @@
+//! Pieces shared by the randomized integration tests (`random_dags.rs`,
+//! `fault_injection.rs`): the RNG, run settings, lanes, buffers, and generators of strided
+//! tensor views. Each test binary compiles its own copy; not every binary uses every item.
+#![allow(dead_code, unused_imports)]
+
+use dagrt::callable::Callable;
+use dagrt::error::Status;
+use dagrt::orchestrator::{Orchestrator, SubmitKind};
+use dagrt::slot::{state_name, COMPLETED, PENDING};
+use dagrt::task::{
+    dtype_size, CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
+    MAX_TENSOR_DIMS,
+};
+use dagrt::worker::{Engine, Worker, WorkerConfig};
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+pub const DEFAULT_RUNS: u64 = 4000;
+
+/// Members per node at most (NEXT_LEVEL groups use up to 3 lanes, SUB groups up to 3).
+pub const MAXM: usize = 4;
+
+/// Bound on a run's execution before it is reported as hung.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// The tests of this file run one at a time (see the module doc).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static L: Mutex<()> = Mutex::new(());
+    L.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+/// Global sequence: every executor start and end takes one number.
+pub static SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// Spin value meaning "yield the core once instead of spinning".
+pub const SPIN_YIELD: u64 = u64::MAX;
+
+#[derive(Clone, Debug)]
+pub struct Lanes {
+    pub nl: Vec<i32>,
+    pub subs: u32,
+}
+
+pub fn lanes_a() -> Lanes {
+    Lanes {
+        nl: vec![3, 17, 42],
+        subs: 2,
+    }
+}
+
+pub fn tensor(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &[u64]) -> Tensor {
+    let mut t = Tensor {
+        data: base as *mut c_void,
+        offset,
+        ndim: shape.len() as u32,
+        dtype: dtype as u32,
+        tag: 0,
+        reserved: 0,
+        shape: [0; MAX_TENSOR_DIMS],
+        strides: [0; MAX_TENSOR_DIMS],
+    };
+    t.shape[..shape.len()].copy_from_slice(shape);
+    t.strides[..strides.len()].copy_from_slice(strides);
+    t
+}
+
+pub fn dtype_of(es: u64) -> DataType {
+    match es {
+        1 => DataType::U8,
+        2 => DataType::U16,
+        4 => DataType::U32,
+        _ => DataType::U64,
+    }
+}
+
+/// Highest byte (exclusive) a view reaches, relative to its data pointer.
+pub fn view_reach(t: &Tensor) -> u64 {
+    let mut v = Vec::new();
+    view_bytes(t, t.data as u64, &mut v);
+    v.iter().max().map_or(0, |m| m + 1)
+}
+
+/// Any strided view inside `len` bytes: random element size, 1-3 dims, strides 0..=11
+/// (occasionally a zero extent or a broadcast stride 0).
+pub fn gen_generic(rng: &mut Rng, base: u64, len: u64) -> Tensor {
+    for _ in 0..32 {
+        let es = [1u64, 2, 4, 8][rng.below(4) as usize];
+        if es > len {
+            continue;
+        }
+        let nd = rng.range(1, 3) as usize;
+        let mut shape = [0u64; 3];
+        let mut strides = [0u64; 3];
+        for k in 0..nd {
+            shape[k] = if rng.pct(2) { 0 } else { rng.range(1, 4) };
+            strides[k] = if rng.pct(3) { 0 } else { rng.range(1, 11) };
+        }
+        let offset = rng.below(len / es) * es;
+        let t = tensor(base, offset, dtype_of(es), &shape[..nd], &strides[..nd]);
+        if view_reach(&t) <= len {
+            return t;
+        }
+    }
+    tensor(base, 0, DataType::U8, &[len], &[])
+}
+
+pub fn gen_mat_view(rng: &mut Rng, base: u64) -> Tensor {
+    let u = DataType::U64;
+    let at = |r: u64, c: u64| (r + 8 * c) * 8;
+    match rng.below(15) {
+        0 => tensor(base, 0, u, &[8, 8], &[]),
+        1 => tensor(base, 0, u, &[64], &[1]),
+        2..=4 => {
+            let (r0, c0) = (4 * rng.below(2), 4 * rng.below(2));
+            tensor(base, at(r0, c0), u, &[4, 4], &[1, 8])
+        }
+        5 | 6 => {
+            let (h, w) = (rng.range(1, 8), rng.range(1, 8));
+            let (r0, c0) = (rng.below(9 - h), rng.below(9 - w));
+            tensor(base, at(r0, c0), u, &[h, w], &[1, 8])
+        }
+        7 => {
+            let c = rng.below(8);
+            if rng.pct(50) {
+                tensor(base, at(0, c), u, &[8], &[1])
+            } else {
+                tensor(base, at(0, c), u, &[8], &[])
+            }
+        }
+        8 => tensor(base, at(rng.below(8), 0), u, &[8], &[8]),
+        9 => {
+            let (h, w) = (rng.range(1, 8), rng.range(1, 8));
+            let (r0, c0) = (rng.below(9 - h), rng.below(9 - w));
+            tensor(base, at(r0, c0), u, &[w, h], &[8, 1])
+        }
+        10 => {
+            if rng.pct(50) {
+                tensor(base, 0, u, &[8], &[9])
+            } else {
+                tensor(base, at(7, 0), u, &[8], &[7])
+            }
+        }
+        11 => tensor(base, at(rng.below(8), rng.below(8)), u, &[], &[]),
+        12 => {
+            let (a, b) = (rng.range(1, 4), rng.range(1, 4));
+            let (r0, c0) = (rng.below(8 - 2 * (a - 1)), rng.below(8 - 2 * (b - 1)));
+            tensor(base, at(r0, c0), u, &[a, b], &[2, 16])
+        }
+        13 => {
+            let (r0, c0) = (rng.below(7), rng.below(3));
+            tensor(base, at(r0, c0), u, &[2, 2, 2], &[1, 8, 32])
+        }
+        _ => {
+            if rng.pct(50) {
+                let c0 = rng.below(8);
+                let k = rng.range(1, 8 - c0);
+                tensor(base, at(0, c0), u, &[8, k], &[1, 8])
+            } else {
+                gen_generic(rng, base, 512)
+            }
+        }
+    }
+}
+
+pub fn gen_flat_view(rng: &mut Rng, base: u64, len: u64) -> Tensor {
+    let n8 = len / 8;
+    match rng.below(6) {
+        0 if n8 * 8 == len => tensor(base, 0, DataType::U64, &[n8], &[]),
+        0 => tensor(base, 0, DataType::U8, &[len], &[]),
+        1 if n8 > 0 => {
+            let a = rng.below(n8);
+            let k = rng.range(1, n8 - a);
+            tensor(base, a * 8, DataType::U64, &[k], &[])
+        }
+        2 if len >= 4 => tensor(base, rng.below(len / 4) * 4, DataType::U32, &[], &[]),
+        _ => gen_generic(rng, base, len),
+    }
+}
+
+pub fn tag_name(t: u32) -> &'static str {
+    match Tag::from_u32(t) {
+        Some(Tag::Input) => "IN",
+        Some(Tag::Output) => "OUT",
+        Some(Tag::Inout) => "INOUT",
+        Some(Tag::OutputExisting) => "OUT_EXISTING",
+        Some(Tag::NoDep) => "NO_DEP",
+        None => "?",
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Layout {
+    /// 8x8 column-major u64, leading dimension 8.
+    Mat8,
+    /// A flat byte range.
+    Flat,
+}
+
+pub struct Buf {
+    pub name: String,
+    pub base: u64,
+    pub len: u64,
+    pub layout: Layout,
+    /// Scope depth (1-based) whose end kills it; 0 for static buffers.
+    pub level: usize,
+    pub alive: bool,
+    /// Per byte: last writer node + 1 (0: none in this run).
+    pub last: Vec<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Kind {
+    Alloc,
+    Nl(i32),
+    NlGroup(Vec<i32>),
+    Sub,
+    SubGroup(usize),
+}
+
+pub enum Op {
+    Begin(usize),
+    End(usize),
+    Node(usize),
+    Note(String),
+}
+
+/// Byte offsets (relative to `base`) a view touches, with the header's semantics: all-zero
+/// strides mean dense row-major; `ndim == 0` is one element.
+pub fn view_bytes(t: &Tensor, base: u64, out: &mut Vec<u64>) {
+    out.clear();
+    let es = dtype_size(t.dtype).expect("valid dtype");
+    let nd = t.ndim as usize;
+    let shape = &t.shape[..nd];
+    if shape.contains(&0) {
+        return;
+    }
+    let off = (t.data as u64).wrapping_sub(base) + t.offset;
+    let strides = &t.strides[..nd];
+    if strides.iter().all(|&s| s == 0) {
+        let n = shape.iter().product::<u64>() * es;
+        out.extend(off..off + n);
+        return;
+    }
+    let mut idx = [0u64; MAX_TENSOR_DIMS];
+    loop {
+        let e = off + (0..nd).map(|k| idx[k] * strides[k] * es).sum::<u64>();
+        out.extend(e..e + es);
+        let mut k = 0;
+        loop {
+            if k == nd {
+                return;
+            }
+            idx[k] += 1;
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+            k += 1;
+        }
+    }
+}
