@@ -320,7 +320,7 @@ impl Orchestrator {
                     ))
                 }
                 Err(x) => {
-                    self.e.slots.free(sid);
+                    self.e.slots.unclaim(sid);
                     return Err(heap_error(x, heap_bytes, self.e.cfg.heap_ring_size));
                 }
             }
@@ -721,7 +721,7 @@ impl Orchestrator {
         let (ptr, seq) = match self.e.heap.rings[ring].alloc(aligned, deadline) {
             Ok(r) => r,
             Err(x) => {
-                self.e.slots.free(sid);
+                self.e.slots.unclaim(sid);
                 return Err(heap_error(x, aligned, self.e.cfg.heap_ring_size));
             }
         };

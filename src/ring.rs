@@ -242,9 +242,15 @@ impl SlotTable {
         Some(id)
     }
 
-    /// Return an entry to FREE (after on_consumed, or an unowned claim rolled back).
+    /// Return an entry to FREE (after on_consumed).
     pub fn free(&self, id: SlotId) {
         self.free_all(&[id]);
+    }
+
+    /// Roll back a claim whose handle never reached the user: the id is not issued.
+    pub fn unclaim(&self, id: SlotId) {
+        self.get(id).core.unissue(id);
+        self.free(id);
     }
 
     /// `free` for a batch: one free-list lock and one wake-up.

@@ -79,6 +79,9 @@ pub struct SlotSync {
     /// the history was never issued here.
     pub history: [SlotId; 4],
     pub evicted: SlotId,
+    /// `evicted` before the latest claim, so a claim that never reaches the user can be
+    /// taken back out of the history (`unissue`).
+    pub evicted_before: SlotId,
     pub fanin_count: i32,
     pub fanin_released: i32,
     /// Outstanding lifetime references: retaining consumers + the scope reference.
@@ -154,6 +157,7 @@ impl SlotCore {
     /// FREE -> BUILDING for task `id` of `run`.
     pub fn begin_building_for(&self, id: SlotId, run: u64) {
         let mut s = lock(&self.sync);
+        s.evicted_before = s.evicted;
         if s.history[0] != 0 {
             s.evicted = s.history[0];
         }
@@ -169,6 +173,22 @@ impl SlotCore {
         s.failure = None;
         s.failure_propagation_pending = false;
         self.state.store(BUILDING, Ordering::Release);
+    }
+
+    /// Undo `begin_building_for(id)` for a claim rolled back before its handle was returned:
+    /// the id was never issued, so a handle forged with it must still be rejected.
+    pub fn unissue(&self, id: SlotId) {
+        let mut s = lock(&self.sync);
+        debug_assert_eq!(s.history[3], id);
+        s.history.rotate_right(1);
+        // The entry that fell out was non-zero exactly when the claim moved `evicted`.
+        s.history[0] = if s.evicted != s.evicted_before {
+            s.evicted
+        } else {
+            0
+        };
+        s.evicted = s.evicted_before;
+        s.id = s.history[3];
     }
 
     /// Charge one lifetime reference (the scope reference) to a slot being built.

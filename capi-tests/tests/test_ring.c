@@ -282,6 +282,52 @@ static void test_heap_exhausted_by_timeout(void)
     dagrt_worker_free(w);
 }
 
+/* A submit that claims a slot and then fails on the heap rolls the claim back completely: the
+ * id it held for a moment was never issued. Once that sequence number is issued at another
+ * table entry, a handle forged with the rolled-back id is still refused. */
+static void test_rolled_back_claim_is_not_issued(void)
+{
+    dagrt_worker_config cfg = h_config(64u << 10, 0, 100);
+    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor tb = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3), f = h_step_id(4);
+    dagrt_task_handle ha, hc, forged;
+    dagrt_dep d;
+    uint64_t seq, index;
+    int spins = 0;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1, holds a's slab until the scope ends */
+    SUBMIT_STEP(o, &a, 0, &ta, 1, NULL, 0, &ha);
+    seq = ha.slot >> 24;
+    index = ha.slot & 0xffffffu;
+    /* claims {seq + 1, index + 1} (the next fresh entry), then the heap times out */
+    EXPECT_ERROR(h_submit_step(o, &b, 1, &tb, 1, NULL, 0, NULL), DAGRT_STATUS_HEAP_EXHAUSTED,
+                 HEAP_MSG);
+    REQUIRE_OK(dagrt_scope_end(o)); /* a is reclaimed: its entry is the next one free */
+    while (h_stats(w).live_slots != 0 && spins++ < 10000)
+        usleep(1000);
+    REQUIRE(h_stats(w).live_slots == 0);
+    SUBMIT_STEP(o, &c, 1, NULL, 0, NULL, 0, &hc);
+    CHECK_EQ_U64(hc.slot, ((seq + 1) << 24) | index); /* seq + 1 issued at a's entry */
+    forged = ha;
+    forged.slot = ((seq + 1) << 24) | (index + 1);
+    d = h_dep(forged, DAGRT_DEP_KIND_WAIT);
+    EXPECT_ERROR(h_submit_step(o, &f, 1, NULL, 0, &d, 1, NULL), DAGRT_STATUS_STALE_HANDLE, NULL);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_NEVER_RAN(2);
+    CHECK_RAN_ONCE(3);
+    CHECK_NEVER_RAN(4);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 /* Which ring did one NULL OUTPUT (and one alloc) submitted at `nested` extra scopes use? */
 static void ring_at_depth(dagrt_worker_t *w, dagrt_orch_t *o, int nested, int want_ring,
                           uint64_t id)
@@ -347,6 +393,7 @@ int main(void)
     RUN_TEST(test_auto_allocated_output);
     RUN_TEST(test_heap_too_large);
     RUN_TEST(test_heap_exhausted_by_timeout);
+    RUN_TEST(test_rolled_back_claim_is_not_issued);
     RUN_TEST(test_ring_by_scope_depth);
     return h_done();
 }
