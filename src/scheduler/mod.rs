@@ -7,8 +7,12 @@
 //! advance its generation. Work that is queued but not placeable (a blocked group head) does
 //! not keep the scheduler awake.
 
+mod book;
 pub mod completion;
 pub mod queues;
+
+use book::LaneBook;
+pub use book::SHORT_JOB_NS;
 
 use crate::lane::{Completion, Job, LaneKind};
 use crate::slot::Edge;
@@ -23,10 +27,8 @@ struct Sched {
     queues: queues::ReadyQueues,
     /// Scratch: consumers made READY by the completions being drained.
     ready: Vec<(crate::slot::SlotId, crate::slot::Route)>,
-    /// Jobs outstanding per lane (posted, not yet completed). A lane is idle at 0.
-    inflight: Vec<u32>,
-    /// Per lane, a moving average of recent job durations (ns; u64::MAX until known).
-    job_ns: Vec<u64>,
+    /// Per lane: the jobs posted and not yet reported, and recent job lengths.
+    lanes: Vec<LaneBook>,
     /// Lane is reserved by a blocked group head for this pass.
     reserved: Vec<bool>,
     next_level: Vec<u32>,
@@ -63,8 +65,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
         queues: queues::ReadyQueues::new(n),
         ready: Vec::new(),
         e,
-        inflight: vec![0; n],
-        job_ns: vec![u64::MAX; n],
+        lanes: (0..n).map(|_| LaneBook::default()).collect(),
         reserved: vec![false; n],
         next_level,
         sub,
@@ -111,7 +112,7 @@ impl Sched {
             }
             let progress = done > 0 || posted > 0;
             if self.e.stop.load(Ordering::Acquire)
-                && self.inflight.iter().all(|&n| n == 0)
+                && self.lanes.iter().all(|b| b.occupancy() == 0)
                 && self.e.completions.is_empty()
             {
                 for lane in self.e.lanes.iter() {
@@ -127,10 +128,8 @@ impl Sched {
                     .map(|st| st.since + STALL_WARNING_AFTER);
                 // Waiting only on long jobs: park at once, so a lane's completion wakes us
                 // (a spinning scheduler would queue behind the kernels for the CPU).
-                let long = (0..self.inflight.len())
-                    .filter(|&l| self.inflight[l] > 0)
-                    .all(|l| self.job_ns[l] >= SHORT_JOB_NS && self.job_ns[l] != u64::MAX)
-                    && self.inflight.iter().any(|&n| n > 0);
+                let busy = || self.lanes.iter().filter(|b| !b.idle());
+                let long = busy().all(|b| b.long_jobs()) && busy().next().is_some();
                 let spin = if long {
                     Duration::ZERO
                 } else {
@@ -153,14 +152,10 @@ impl Sched {
 
     fn on_completion(&mut self, c: Completion) {
         let l = c.lane as usize;
-        self.inflight[l] -= 1;
+        self.lanes[l].complete(c.slot, (!c.skipped).then_some(c.ns));
         if c.skipped {
             return;
         }
-        self.job_ns[l] = match self.job_ns[l] {
-            u64::MAX => c.ns,
-            avg => (avg * 7 + c.ns) / 8,
-        };
         let slot = self.e.slots.get(c.slot);
         // SAFETY: the slot is RUNNING; only the scheduler writes group bookkeeping.
         let d = unsafe { slot.data() };
@@ -209,7 +204,7 @@ impl Sched {
                     q.group.pop();
                     continue;
                 }
-                if targets.iter().any(|&l| self.inflight[l as usize] > 0) {
+                if targets.iter().any(|&l| !self.lanes[l as usize].idle()) {
                     for &l in targets.iter() {
                         self.reserved[l as usize] = true;
                     }
@@ -225,7 +220,7 @@ impl Sched {
                 d.members_left = targets.len() as u32;
                 d.member_failure = None;
                 for (i, &l) in targets.iter().enumerate() {
-                    self.inflight[l as usize] += 1;
+                    self.lanes[l as usize].post(sid, true);
                     self.posts.push((
                         l,
                         Job {
@@ -243,8 +238,7 @@ impl Sched {
                 if self.reserved[l] {
                     continue;
                 }
-                let depth = self.depth(l);
-                while self.inflight[l] < depth {
+                while self.lanes[l].has_room() {
                     let Some((sid, _)) = q.singles[l].pop() else {
                         break;
                     };
@@ -261,8 +255,8 @@ impl Sched {
                         .sub
                         .iter()
                         .copied()
-                        .filter(|&l| self.inflight[l as usize] < self.depth(l as usize))
-                        .min_by_key(|&l| self.inflight[l as usize]);
+                        .filter(|&l| self.lanes[l as usize].has_room())
+                        .min_by_key(|&l| self.lanes[l as usize].load());
                     let Some(l) = lane else { break };
                     q.sub.pop();
                     self.post_single(l as usize, sid);
@@ -277,7 +271,7 @@ impl Sched {
                     self.sub
                         .iter()
                         .copied()
-                        .filter(|&l| self.inflight[l as usize] == 0),
+                        .filter(|&l| self.lanes[l as usize].idle()),
                 );
                 if self.idle_subs.len() < need {
                     break;
@@ -292,7 +286,7 @@ impl Sched {
                 d.member_failure = None;
                 for i in 0..need {
                     let l = self.idle_subs.pop().expect("counted above");
-                    self.inflight[l as usize] += 1;
+                    self.lanes[l as usize].post(sid, true);
                     self.posts.push((
                         l,
                         Job {
@@ -302,6 +296,9 @@ impl Sched {
                         },
                     ));
                 }
+            }
+            if q.sub.is_empty() {
+                self.rebalance_sub();
             }
         }
         self.queues = queues;
@@ -313,20 +310,16 @@ impl Sched {
     }
 }
 
-/// Jobs shorter than this (moving average per lane) are short enough that the handoff
-/// dominates: such a lane gets up to MAILBOX_DEPTH jobs at once.
-pub const SHORT_JOB_NS: u64 = 20_000;
-
 impl Sched {
     /// Post a single task to lane `l`. To an idle lane the scheduler claims it now (the
     /// seed's dispatch claim); behind other jobs the lane claims it when it starts, so a
     /// cancellation meanwhile still wins and the job is skipped.
     fn post_single(&mut self, l: usize, sid: crate::slot::SlotId) {
-        let claimed = self.inflight[l] == 0;
+        let claimed = self.lanes[l].idle();
         if claimed && !self.e.slots.get(sid).core.try_claim_running_id(sid) {
             return;
         }
-        self.inflight[l] += 1;
+        self.lanes[l].post(sid, claimed);
         self.posts.push((
             l as u32,
             Job {
@@ -337,13 +330,36 @@ impl Sched {
         ));
     }
 
-    /// How many jobs lane `l` may have outstanding: one (the seed's idle-lane placement)
-    /// unless its recent jobs were short.
-    fn depth(&self, l: usize) -> u32 {
-        if self.job_ns[l] < SHORT_JOB_NS {
-            crate::lane::MAILBOX_DEPTH
-        } else {
-            1
+    /// An idle SUB lane with the SUB FIFO empty takes back a job queued behind another SUB
+    /// lane's running one.
+    fn rebalance_sub(&mut self) {
+        for k in 0..self.sub.len() {
+            let idle = self.sub[k] as usize;
+            if !self.lanes[idle].idle() {
+                continue;
+            }
+            let slots = &self.e.slots;
+            let mut taken = None;
+            for &from in self.sub.iter() {
+                let from = from as usize;
+                if from != idle && self.lanes[from].load() > 1 {
+                    taken =
+                        self.lanes[from].steal(|sid| slots.get(sid).core.try_claim_running_id(sid));
+                    if taken.is_some() {
+                        break;
+                    }
+                }
+            }
+            let Some(sid) = taken else { return };
+            self.lanes[idle].post(sid, true);
+            self.posts.push((
+                idle as u32,
+                Job {
+                    slot: sid,
+                    member: 0,
+                    claimed: true,
+                },
+            ));
         }
     }
 
@@ -359,7 +375,7 @@ impl Sched {
         };
         let stalled = targets
             .iter()
-            .any(|&l| self.inflight[l as usize] == 0 && !q.singles[l as usize].is_empty());
+            .any(|&l| self.lanes[l as usize].idle() && !q.singles[l as usize].is_empty());
         if !stalled {
             self.stall = None;
             return;
@@ -380,12 +396,12 @@ impl Sched {
         let id = |l: u32| self.e.lanes[l as usize].kind.view_id();
         let busy: Vec<i32> = targets
             .iter()
-            .filter(|&&l| self.inflight[l as usize] > 0)
+            .filter(|&&l| !self.lanes[l as usize].idle())
             .map(|&l| id(l))
             .collect();
         let queued: Vec<String> = targets
             .iter()
-            .filter(|&&l| self.inflight[l as usize] == 0 && !q.singles[l as usize].is_empty())
+            .filter(|&&l| self.lanes[l as usize].idle() && !q.singles[l as usize].is_empty())
             .map(|&l| {
                 format!(
                     "{} (single FIFO head slot {})",
