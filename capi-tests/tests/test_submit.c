@@ -423,6 +423,47 @@ static int32_t inspect_exec(const dagrt_task_view *t, void *user)
     return 0;
 }
 
+/* Lanes that run long jobs are handed the next SUB job while the current one runs (so the
+ * scheduler's wake-up hides behind it). A job queued behind a long one must not be stranded
+ * there: when another SUB lane goes idle with the SUB FIFO empty, it takes the job over.
+ * Here the job stuck behind a blocked task is the one that unblocks it. */
+static void test_sub_job_queued_behind_long_one_moves(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step t1 = h_step_id(10), t2 = h_step_id(11), t3 = h_step_id(12);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    /* both lanes learn that jobs here are long (milliseconds) */
+    for (int i = 0; i < 6; i++) {
+        h_step s = h_step_id((uint64_t)i);
+        s.sleep_us = 2000;
+        EXPECT_OK(h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL));
+    }
+    CHECK(H_POLL(h_runs(5) == 1 && h_runs(4) == 1, 5000));
+    usleep(20000);
+    t1.wait_gate = 0; /* blocked until t3 runs */
+    t2.wait_gate = 1; /* blocked until the test opens gate 1 */
+    t3.open_at_start = 0;
+    EXPECT_OK(h_submit_step_sub(o, &t1, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(h_submit_step_sub(o, &t2, NULL, 0, NULL, 0, NULL));
+    CHECK(H_POLL(h_runs(10) == 1 && h_runs(11) == 1, 5000)); /* one on each lane */
+    EXPECT_OK(h_submit_step_sub(o, &t3, NULL, 0, NULL, 0, NULL));
+    usleep(50000); /* t3 is now queued behind t1 or t2 */
+    CHECK_EQ_U64(h_runs(12), 0);
+    h_gate_open(1); /* t2 ends; its lane is idle, the SUB FIFO is empty */
+    EXPECT_OK(h_finish_run(w, o, run));
+    for (int i = 10; i <= 12; i++)
+        CHECK_RAN_ONCE(i);
+    CHECKF(h_worker_of(12) == h_worker_of(11), "t3 ran on lane %d, t2 on lane %d",
+           h_worker_of(12), h_worker_of(11));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 static void test_executor_sees_args(void)
 {
     dagrt_worker_t *w = h_worker(NULL, 2, 0);
@@ -701,6 +742,7 @@ int main(void)
     RUN_TEST(test_group_all_or_nothing);
     RUN_TEST(test_group_rejections_leave_no_trace);
     RUN_TEST(test_sub_lanes);
+    RUN_TEST(test_sub_job_queued_behind_long_one_moves);
     RUN_TEST(test_executor_sees_args);
     RUN_TEST(test_task_fail_reaches_wait);
     RUN_TEST(test_unknown_callable);

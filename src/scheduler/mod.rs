@@ -189,7 +189,8 @@ impl Sched {
             let q = &mut queues;
             if q.is_empty() {
                 self.queues = queues;
-                return 0;
+                self.rebalance_sub();
+                return self.flush_posts();
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
             let mut blocked_head = None;
@@ -302,9 +303,13 @@ impl Sched {
             }
         }
         self.queues = queues;
+        self.flush_posts()
+    }
+
+    fn flush_posts(&mut self) -> usize {
         let posted = self.posts.len();
         for (l, job) in self.posts.drain(..) {
-            e.lanes[l as usize].mailbox.post(job);
+            self.e.lanes[l as usize].mailbox.post(job);
         }
         posted
     }
