@@ -65,6 +65,9 @@ pub struct Orchestrator {
     reclaim: Vec<SlotId>,
     /// The callable of the previous submit: graphs mostly repeat a few callables in runs.
     last_callable: Option<&'static Entry>,
+    /// Free slot-table indexes taken from the shared free list in one go (the orchestrator
+    /// is the only claimer).
+    free_cache: Vec<u32>,
 }
 
 impl Orchestrator {
@@ -81,6 +84,7 @@ impl Orchestrator {
             callables: std::collections::HashMap::new(),
             last_callable: None,
             reclaim: Vec::new(),
+            free_cache: Vec::new(),
         }
     }
 
@@ -300,7 +304,11 @@ impl Orchestrator {
 
         // Step 1: slot and heap slab (the only blocking point).
         let deadline = self.timeout();
-        let Some(sid) = self.e.slots.claim(self.next_seq, run.id, deadline) else {
+        let Some(sid) = self
+            .e
+            .slots
+            .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
+        else {
             return Err(self.window_full());
         };
         let ring = HeapRings::for_depth(self.scope.current_depth());
@@ -381,8 +389,8 @@ impl Orchestrator {
         // Every slot holds one until its scope ends, so a producer named later in the same
         // scope is still there to be retained; a long stream bounds its slots in flight by
         // ending nested scopes as it goes.
+        // (The scope reference was charged by the claim.)
         self.scope.register(sid);
-        slot.core.charge_ref();
 
         // Step 3: explicit deps, then the tag walk.
         self.producers.clear();
@@ -714,7 +722,11 @@ impl Orchestrator {
             ));
         }
         let deadline = self.timeout();
-        let Some(sid) = self.e.slots.claim(self.next_seq, run.id, deadline) else {
+        let Some(sid) = self
+            .e
+            .slots
+            .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
+        else {
             return Err(self.window_full());
         };
         let ring = HeapRings::for_depth(self.scope.current_depth());
@@ -742,7 +754,7 @@ impl Orchestrator {
         let fp = Footprint::dense(ptr as u64, bytes);
         let key = self.e.tensormap.lock().insert(run.id, fp, sid);
         d.outputs.push(key);
-        slot.core.complete_synthetic(1);
+        slot.core.complete_synthetic(0); // scope reference charged by the claim
         Ok((
             ptr,
             TaskHandle {

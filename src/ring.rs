@@ -13,6 +13,7 @@ use crate::slot::{SlotCore, SlotId};
 use crate::task::{CallConfig, Tensor};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -167,6 +168,9 @@ pub struct SlotTable {
     window: u32,
     /// Free table entries (the task window's capacity).
     free: Mutex<FreeList>,
+    /// Free indexes held in the claimer's private cache (for `live`; written only by the
+    /// claimer, so a plain store).
+    cached: AtomicU32,
     /// Notified when a slot is freed (task-window back-pressure).
     pub freed: Event,
 }
@@ -187,6 +191,7 @@ impl SlotTable {
                 stack: Vec::new(),
                 fresh: 0,
             }),
+            cached: AtomicU32::new(0),
             freed: Event::default(),
         }
     }
@@ -212,23 +217,41 @@ impl SlotTable {
     }
 
     /// Claim a free table entry for sequence number `seq`, waiting up to `timeout` for
-    /// one; returns the new slot id (BUILDING, for `run`).
-    pub fn claim(&self, seq: u64, run: u64, timeout: Duration) -> Option<SlotId> {
-        let mut index = None;
-        let got = self.freed.wait_until_timeout(
-            || {
-                let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
-                index = f.stack.pop().or_else(|| {
-                    (f.fresh < self.window).then(|| {
+    /// one; returns the new slot id (BUILDING, for `run`, holding its scope reference).
+    /// `cache` is the claimer's private stack of free indexes: it takes the shared free
+    /// list wholesale when empty, so a claim costs no lock in the steady state.
+    pub fn claim(
+        &self,
+        cache: &mut Vec<u32>,
+        seq: u64,
+        run: u64,
+        timeout: Duration,
+    ) -> Option<SlotId> {
+        let mut index = cache.pop();
+        if index.is_none() {
+            let got = self.freed.wait_until_timeout(
+                || {
+                    let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
+                    if !f.stack.is_empty() {
+                        // Same order: the most recently freed (cache-warm) pops first.
+                        std::mem::swap(cache, &mut f.stack);
+                        index = cache.pop();
+                    } else if f.fresh < self.window {
                         f.fresh += 1;
-                        f.fresh - 1
-                    })
-                });
-                index.is_some()
-            },
-            timeout,
-        );
-        let i = index.filter(|_| got)? as usize;
+                        index = Some(f.fresh - 1);
+                    }
+                    self.cached.store(cache.len() as u32, Ordering::Relaxed);
+                    index.is_some()
+                },
+                timeout,
+            );
+            if !got {
+                return None;
+            }
+        } else {
+            self.cached.store(cache.len() as u32, Ordering::Relaxed);
+        }
+        let i = index? as usize;
         self.chunks[i >> self.chunk_shift].get_or_init(|| {
             (0..self.chunk)
                 .map(|_| Slot {
@@ -238,8 +261,31 @@ impl SlotTable {
                 .collect()
         });
         let id = (seq << INDEX_BITS) | i as u64;
-        self.get(id).core.begin_building_for(id, run);
+        self.get(id).core.begin_building_for(id, run, 1);
+        if let Some(&next) = cache.last() {
+            self.prefetch(next as usize);
+        }
         Some(id)
+    }
+
+    /// Warm the next entry the claimer will take: a stream of submits walks the table in
+    /// free-list order, and each entry's lines are usually cold by then.
+    fn prefetch(&self, i: usize) {
+        if let Some(c) = self.chunks[i >> self.chunk_shift].get() {
+            let p = &c[i & (self.chunk - 1)] as *const Slot as *const u8;
+            for off in (0..std::mem::size_of::<Slot>()).step_by(64) {
+                // SAFETY: prefetching is a hint; the address is inside a live slot.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch(
+                        p.add(off) as *const i8,
+                        std::arch::x86_64::_MM_HINT_T0,
+                    )
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (p, off);
+            }
+        }
     }
 
     /// Return an entry to FREE (after on_consumed).
@@ -270,7 +316,7 @@ impl SlotTable {
     /// lock, so the hot path keeps no shared counter for it).
     pub fn live(&self) -> i64 {
         let f = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        f.fresh as i64 - f.stack.len() as i64
+        f.fresh as i64 - f.stack.len() as i64 - self.cached.load(Ordering::Relaxed) as i64
     }
 
     /// Every materialised slot (for cancellation's sweep).

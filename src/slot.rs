@@ -151,11 +151,12 @@ impl SlotCore {
 
     /// FREE -> BUILDING for task `id` (orchestrator thread only).
     pub fn begin_building(&self, id: SlotId) {
-        self.begin_building_for(id, 0);
+        self.begin_building_for(id, 0, 0);
     }
 
-    /// FREE -> BUILDING for task `id` of `run`.
-    pub fn begin_building_for(&self, id: SlotId, run: u64) {
+    /// FREE -> BUILDING for task `id` of `run`, charged `refs` lifetime references up front
+    /// (the scope reference: one lock for the claim instead of two).
+    pub fn begin_building_for(&self, id: SlotId, run: u64, refs: i32) {
         let mut s = lock(&self.sync);
         s.evicted_before = s.evicted;
         if s.history[0] != 0 {
@@ -167,7 +168,7 @@ impl SlotCore {
         s.run = run;
         s.fanin_count = 0;
         s.fanin_released = 0;
-        s.fanout_total = 0;
+        s.fanout_total = refs;
         s.fanout_released = 0;
         s.consumers.clear();
         s.failure = None;

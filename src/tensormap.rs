@@ -69,15 +69,26 @@ fn granules(lo: u64, hi: u64) -> (u64, u64) {
     (lo >> GRANULE_SHIFT, (hi - 1) >> GRANULE_SHIFT)
 }
 
+/// One entry's membership in one granule's list (the small index is intrusive, so an insert
+/// allocates nothing once the map is warm).
+#[derive(Clone, Copy)]
+struct Link {
+    idx: u32,
+    next: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
 #[derive(Default)]
 struct RunMap {
     entries: Vec<MapEntry>,
     free: Vec<u32>,
     live: usize,
-    small: HashMap<u64, Vec<u32>, BuildHasherDefault<GranuleHasher>>,
-    /// Emptied granule buckets, kept for reuse: a stream over fresh addresses would
-    /// otherwise allocate and free one per granule.
-    spare: Vec<Vec<u32>>,
+    /// Granule -> head of its list in `links`.
+    small: HashMap<u64, u32, BuildHasherDefault<GranuleHasher>>,
+    links: Vec<Link>,
+    /// Free `links` entries, chained through `next`.
+    free_link: Option<u32>,
     big: BTreeMap<(u64, u64), u32>,
     /// Longest big footprint: bounds the backwards reach of a range query.
     big_max_len: u64,
@@ -104,14 +115,14 @@ impl RunMap {
         if !self.small.is_empty() {
             if g1 - g0 < 64 || g1 - g0 < self.small.len() as u64 {
                 for g in g0..=g1 {
-                    if let Some(b) = self.small.get(&g) {
-                        out.extend_from_slice(b);
+                    if let Some(&h) = self.small.get(&g) {
+                        self.collect(h, out);
                     }
                 }
             } else {
-                for (g, b) in &self.small {
+                for (g, &h) in &self.small {
                     if (g0..=g1).contains(g) {
-                        out.extend_from_slice(b);
+                        self.collect(h, out);
                     }
                 }
             }
@@ -128,6 +139,72 @@ impl RunMap {
             let e = &self.entries[i as usize];
             e.lo < fp.hi && fp.lo < e.hi && self.footprint(e).overlaps(fp)
         });
+    }
+
+    fn collect(&self, mut l: u32, out: &mut Vec<u32>) {
+        while l != NIL {
+            let k = self.links[l as usize];
+            out.push(k.idx);
+            l = k.next;
+        }
+    }
+
+    fn new_link(&mut self, idx: u32, next: u32) -> u32 {
+        let k = Link { idx, next };
+        match self.free_link {
+            Some(l) => {
+                let n = self.links[l as usize].next;
+                self.free_link = (n != NIL).then_some(n);
+                self.links[l as usize] = k;
+                l
+            }
+            None => {
+                self.links.push(k);
+                (self.links.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Unlink entry `idx` from granule `g`'s list; drop the granule when its list empties.
+    fn unlink(&mut self, g: u64, idx: u32) {
+        let Some(&head) = self.small.get(&g) else {
+            return;
+        };
+        let (mut prev, mut l) = (NIL, head);
+        while l != NIL && self.links[l as usize].idx != idx {
+            prev = l;
+            l = self.links[l as usize].next;
+        }
+        if l == NIL {
+            return;
+        }
+        let next = self.links[l as usize].next;
+        if prev == NIL {
+            if next == NIL {
+                self.small.remove(&g);
+            } else {
+                self.small.insert(g, next);
+            }
+        } else {
+            self.links[prev as usize].next = next;
+        }
+        self.links[l as usize].next = self.free_link.unwrap_or(NIL);
+        self.free_link = Some(l);
+    }
+
+    /// Empty the map for another run, keeping its allocations.
+    fn reset(&mut self) {
+        self.entries.clear();
+        self.free.clear();
+        self.live = 0;
+        self.small.clear();
+        self.links.clear();
+        self.free_link = None;
+        self.big.clear();
+        self.big_max_len = 0;
+        self.strided.clear();
+        self.free_strided.clear();
+        self.splits = false;
     }
 
     fn add(&mut self, fp: Footprint, owner: SlotId) -> MapKey {
@@ -173,11 +250,9 @@ impl RunMap {
         let (g0, g1) = granules(fp.lo, fp.hi);
         if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
-                let spare = &mut self.spare;
-                self.small
-                    .entry(g)
-                    .or_insert_with(|| spare.pop().unwrap_or_default())
-                    .push(idx);
+                let head = self.small.get(&g).copied().unwrap_or(NIL);
+                let l = self.new_link(idx, head);
+                self.small.insert(g, l);
             }
         } else {
             self.big_max_len = self.big_max_len.max(fp.hi - fp.lo);
@@ -192,18 +267,7 @@ impl RunMap {
         let (g0, g1) = granules(e.lo, e.hi);
         if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
-                if let Some(b) = self.small.get_mut(&g) {
-                    if let Some(p) = b.iter().position(|&x| x == idx) {
-                        b.swap_remove(p);
-                    }
-                    if b.is_empty() {
-                        if let Some(v) = self.small.remove(&g) {
-                            if self.spare.len() < 1024 {
-                                self.spare.push(v);
-                            }
-                        }
-                    }
-                }
+                self.unlink(g, idx);
             }
         } else {
             self.big.remove(&(e.lo, e.seq));
@@ -224,7 +288,13 @@ pub struct Inner {
     runs: Vec<(RunId, RunMap)>,
     total: usize,
     scratch: Vec<u32>,
+    /// Maps of ended runs, emptied, for the next runs (a run of 100k tasks would otherwise
+    /// grow a fresh index every time).
+    pool: Vec<RunMap>,
 }
+
+/// Run maps kept for reuse.
+const POOL: usize = 2;
 
 impl Inner {
     /// Call `f` with each slot currently producing memory that `fp` touches.
@@ -244,7 +314,8 @@ impl Inner {
         let i = match self.runs.iter().position(|r| r.0 == run) {
             Some(i) => i,
             None => {
-                self.runs.push((run, RunMap::default()));
+                let m = self.pool.pop().unwrap_or_default();
+                self.runs.push((run, m));
                 self.runs.len() - 1
             }
         };
@@ -303,7 +374,7 @@ impl Inner {
             }
         }
         if m.live == 0 {
-            self.runs.swap_remove(i);
+            self.retire(i);
         }
     }
 
@@ -323,14 +394,23 @@ impl Inner {
             }
         }
         if m.live == 0 {
-            self.runs.swap_remove(i);
+            self.retire(i);
         }
     }
 
     /// Forget everything of a finished run (including failure tombstones). Idempotent.
     pub fn drop_run(&mut self, run: RunId) {
         if let Some(i) = self.runs.iter().position(|r| r.0 == run) {
-            self.total -= self.runs.swap_remove(i).1.live;
+            self.total -= self.runs[i].1.live;
+            self.retire(i);
+        }
+    }
+
+    fn retire(&mut self, i: usize) {
+        let (_, mut m) = self.runs.swap_remove(i);
+        if self.pool.len() < POOL {
+            m.reset();
+            self.pool.push(m);
         }
     }
 
