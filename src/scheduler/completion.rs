@@ -160,7 +160,9 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
     }
     // Fence counts are dropped after the slots are free, one decrement per run in the batch
     // (consecutive slots almost always share a run).
-    let mut runs: Vec<(Arc<Run>, i64)> = Vec::new();
+    // The batch's first run is tallied inline: `rest` allocates only for a mixed batch.
+    let mut first: Option<(Arc<Run>, i64)> = None;
+    let mut rest: Vec<(Arc<Run>, i64)> = Vec::new();
     for &sid in reclaim.iter() {
         // SAFETY: as above.
         let d = unsafe { e.slots.get(sid).data() };
@@ -168,15 +170,19 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             e.heap.rings[h.ring].release(h.seq);
         }
         if let Some(r) = d.run.take() {
-            match runs.iter_mut().find(|x| Arc::ptr_eq(&x.0, &r)) {
-                Some(x) => x.1 += 1,
-                None => runs.push((r, 1)),
+            match &mut first {
+                Some(x) if Arc::ptr_eq(&x.0, &r) => x.1 += 1,
+                None => first = Some((r, 1)),
+                Some(_) => match rest.iter_mut().find(|x| Arc::ptr_eq(&x.0, &r)) {
+                    Some(x) => x.1 += 1,
+                    None => rest.push((r, 1)),
+                },
             }
         }
         d.clear();
     }
     e.slots.free_all(reclaim);
-    for (r, n) in runs {
+    for (r, n) in first.into_iter().chain(rest) {
         r.slots_consumed(n, || e.tensormap.lock().drop_run(r.id));
     }
     reclaim.clear();

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 struct Sched {
     e: Arc<Engine>,
     /// The ready queues: the scheduler's own, fed by `Engine::ready_in` and by completions.
-    queues: queues::ReadyQueues,
+    /// `None` only while a dispatch pass holds them.
+    queues: Option<queues::ReadyQueues>,
     /// Scratch: consumers made READY by the completions being drained.
     ready: Vec<(crate::slot::SlotId, crate::slot::Route)>,
     /// Per lane: the jobs posted and not yet reported, and recent job lengths.
@@ -62,7 +63,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
         .filter(|&i| matches!(e.lanes[i as usize].kind, LaneKind::Sub(_)))
         .collect();
     let mut s = Sched {
-        queues: queues::ReadyQueues::new(n),
+        queues: Some(queues::ReadyQueues::new(n)),
         ready: Vec::new(),
         e,
         lanes: (0..n).map(|_| LaneBook::default()).collect(),
@@ -89,11 +90,15 @@ impl Sched {
                 self.on_completion(c);
                 done += 1;
             }
+            let queues = self
+                .queues
+                .as_mut()
+                .expect("queues are home between passes");
             while let Some((sid, r)) = self.e.ready_in.pop() {
-                completion::route(&mut self.queues, sid, r);
+                completion::route(queues, sid, r);
             }
             for (sid, r) in self.ready.drain(..) {
-                completion::route(&mut self.queues, sid, r);
+                completion::route(queues, sid, r);
             }
             let t1 = if traced { self.e.trace.now() } else { 0 };
             let posted = self.dispatch();
@@ -184,11 +189,12 @@ impl Sched {
     /// One dispatch pass; returns how many jobs it posted.
     fn dispatch(&mut self) -> usize {
         let e = self.e.clone();
-        let mut queues = std::mem::replace(&mut self.queues, queues::ReadyQueues::new(0));
+        // Moved out for the pass: the helpers below take `&mut self`.
+        let mut queues = self.queues.take().expect("queues are home between passes");
         {
             let q = &mut queues;
             if q.is_empty() {
-                self.queues = queues;
+                self.queues = Some(queues);
                 self.rebalance_sub();
                 return self.flush_posts();
             }
@@ -302,7 +308,7 @@ impl Sched {
                 self.rebalance_sub();
             }
         }
-        self.queues = queues;
+        self.queues = Some(queues);
         self.flush_posts()
     }
 

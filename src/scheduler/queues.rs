@@ -10,6 +10,9 @@ use std::collections::VecDeque;
 pub struct ReadyQueue {
     parts: VecDeque<(RunId, VecDeque<(SlotId, Route)>)>,
     len: usize,
+    /// An emptied partition kept for the next one (a queue that drains after every
+    /// pop, e.g. a chain, would otherwise allocate per task).
+    spare: Option<VecDeque<(SlotId, Route)>>,
 }
 
 impl ReadyQueue {
@@ -20,7 +23,10 @@ impl ReadyQueue {
             p.1.push_back((sid, route));
             return;
         }
-        let mut q = VecDeque::with_capacity(64);
+        let mut q = self
+            .spare
+            .take()
+            .unwrap_or_else(|| VecDeque::with_capacity(64));
         q.push_back((sid, route));
         self.parts.push_back((run, q));
     }
@@ -33,7 +39,9 @@ impl ReadyQueue {
         let p = self.parts.front_mut()?;
         let sid = p.1.pop_front();
         if p.1.is_empty() {
-            self.parts.pop_front();
+            if let Some((_, q)) = self.parts.pop_front() {
+                self.spare = Some(q);
+            }
         }
         if sid.is_some() {
             self.len -= 1;
