@@ -135,10 +135,57 @@ impl Footprint {
         self.lo < o.hi && o.lo < self.hi
     }
 
+    /// As `rows` of `w` contiguous bytes every `stride` bytes (`count` of them), when the view
+    /// is exactly that with `w <= stride` and at least two rows: a tile of a column-major
+    /// matrix, a column block, a strided row.
+    fn rows(&self) -> Option<Rows> {
+        if self.dense {
+            return None;
+        }
+        let dims = self.dims();
+        let mut reach = 1u64;
+        let mut k = 0;
+        while k < dims.len() && dims[k].0 == reach {
+            reach = reach.checked_mul(dims[k].1)?;
+            k += 1;
+        }
+        match dims[k..] {
+            [(stride, count)] if reach <= stride && count >= 2 => Some(Rows {
+                w: reach,
+                stride,
+                count,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Exact overlap of two row sets with the same stride, in O(1) (the case that dominates
+    /// tiled algorithms, where the generic comparison below costs a thousand instructions).
+    fn rows_overlap(&self, o: &Footprint) -> Option<bool> {
+        let (x, y) = if self.lo <= o.lo {
+            (self, o)
+        } else {
+            (o, self)
+        };
+        let (a, b) = (x.rows()?, y.rows()?);
+        if a.stride != b.stride {
+            return None;
+        }
+        // y's row i starts at x's row q + i, column r; it may run on into the next row.
+        let d = y.lo - x.lo;
+        let (q, r) = (d / a.stride, d % a.stride);
+        let same_row = q < a.count && r < a.w;
+        let next_row = r + b.w > a.stride && q + 1 < a.count;
+        Some(same_row || next_row)
+    }
+
     /// Does this view touch any byte that `o` touches? Conservative when undecidable.
     pub fn overlaps(&self, o: &Footprint) -> bool {
         if !self.intervals_meet(o) {
             return false;
+        }
+        if let Some(v) = self.rows_overlap(o) {
+            return v;
         }
         if self.dense || o.dense {
             // A dense view touches its whole interval; the other view reaches into it unless
@@ -167,6 +214,14 @@ impl Footprint {
         if self.dense {
             return true;
         }
+        if let (Some(a), Some(b)) = (self.rows(), old.rows()) {
+            if a.stride == b.stride {
+                // `old` lies in rows q.. at column r; it must not wrap and must fit.
+                let d = old.lo - self.lo;
+                let (q, r) = (d / a.stride, d % a.stride);
+                return q + b.count <= a.count && r + b.w <= a.w;
+            }
+        }
         match Boxes::of(self, old) {
             Some(b) => {
                 b.a.iter()
@@ -177,6 +232,13 @@ impl Footprint {
             None => false,
         }
     }
+}
+
+/// `count` runs of `w` contiguous bytes, `stride` bytes apart (`w <= stride`).
+struct Rows {
+    w: u64,
+    stride: u64,
+    count: u64,
 }
 
 /// Two footprints as digit-interval boxes `[start, end)` in one mixed-radix system.
@@ -364,6 +426,55 @@ mod tests {
             let x = tile(base, n, 0, 0, b, b);
             assert!(x.overlaps(&tile(base, n, 32, 32, b, b)));
         }
+    }
+
+    /// The O(1) row-set comparison agrees with brute force over the bytes, for views of one
+    /// stride at every relative position (including rows that straddle the other's rows).
+    #[test]
+    fn row_sets_agree_with_bytes() {
+        let bytes = |lo: u64, w: u64, stride: u64, count: u64| -> std::collections::BTreeSet<u64> {
+            (0..count)
+                .flat_map(|i| (0..w).map(move |j| lo + i * stride + j))
+                .collect()
+        };
+        let rows = |lo: u64, w: u64, stride: u64, count: u64| {
+            let mut dims = [(0u64, 0u64); MAX_DIMS];
+            dims[0] = (1, w);
+            dims[1] = (stride, count);
+            Footprint {
+                lo,
+                hi: lo + (count - 1) * stride + w,
+                dense: false,
+                origin: 0,
+                ndims: 2,
+                dims,
+            }
+        };
+        let stride = 16;
+        let mut checked = 0;
+        for (w1, c1) in [(1, 2), (4, 3), (8, 2), (15, 4)] {
+            for (w2, c2) in [(1, 2), (3, 2), (8, 3), (12, 2)] {
+                for lo2 in 0..80 {
+                    let (x, y) = (rows(32, w1, stride, c1), rows(lo2, w2, stride, c2));
+                    let (bx, by) = (bytes(32, w1, stride, c1), bytes(lo2, w2, stride, c2));
+                    assert_eq!(x.rows_overlap(&y), Some(!bx.is_disjoint(&by)));
+                    assert_eq!(
+                        x.overlaps(&y),
+                        !bx.is_disjoint(&by),
+                        "{w1} {c1} {w2} {c2} {lo2}"
+                    );
+                    assert_eq!(y.overlaps(&x), !bx.is_disjoint(&by));
+                    assert_eq!(
+                        x.covers(&y),
+                        by.is_subset(&bx),
+                        "covers {w1} {c1} {w2} {c2} {lo2}"
+                    );
+                    assert_eq!(y.covers(&x), bx.is_subset(&by));
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 16 * 80);
     }
 
     #[test]
