@@ -340,7 +340,7 @@ impl Orchestrator {
         let slot = self.e.slots.get(sid);
         // SAFETY: the slot is BUILDING and owned by this thread.
         let d = unsafe { slot.data() };
-        d.run = Some(run.clone());
+        d.run = crate::run::RunRef::of(&run);
         d.kind = if matches!(kind, SubmitKind::Sub | SubmitKind::SubGroup) {
             SlotKind::Sub
         } else {
@@ -742,7 +742,7 @@ impl Orchestrator {
         let slot = self.e.slots.get(sid);
         // SAFETY: BUILDING, owned by this thread.
         let d = unsafe { slot.data() };
-        d.run = Some(run.clone());
+        d.run = crate::run::RunRef::of(&run);
         d.kind = SlotKind::Alloc;
         d.heap = Some(HeapClaim {
             ring,

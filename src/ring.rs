@@ -8,7 +8,6 @@
 
 use crate::callable::Entry;
 use crate::event::Event;
-use crate::run::Run;
 use crate::slot::{SlotCore, SlotId};
 use crate::task::{CallConfig, Tensor};
 use std::cell::UnsafeCell;
@@ -54,7 +53,7 @@ pub struct HeapClaim {
 /// The single-owner part of a slot. Written by the orchestrator while BUILDING, read by the
 /// scheduler and lanes after publication, cleared by whoever wins the CONSUMED transition.
 pub struct SlotData {
-    pub run: Option<Arc<Run>>,
+    pub run: crate::run::RunRef,
     pub kind: SlotKind,
     /// Submitted as a group (all-or-nothing dispatch through the group FIFO).
     pub group: bool,
@@ -76,7 +75,7 @@ pub struct SlotData {
 impl Default for SlotData {
     fn default() -> Self {
         SlotData {
-            run: None,
+            run: crate::run::RunRef::NONE,
             kind: SlotKind::Sub,
             group: false,
             entry: None,
@@ -96,7 +95,7 @@ impl Default for SlotData {
 impl SlotData {
     /// Reset for reuse, keeping the vectors' capacity (no per-task allocation once warm).
     pub fn clear(&mut self) {
-        self.run = None;
+        self.run = crate::run::RunRef::NONE;
         self.entry = None;
         self.tensors.clear();
         self.scalars.clear();

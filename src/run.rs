@@ -90,8 +90,11 @@ impl Run {
     fn drop_holds(&self, n: i64, at_end: impl FnOnce()) {
         if self.active.fetch_sub(n, Ordering::AcqRel) == n {
             at_end();
+            // Once `finished` is visible the run may be released and freed (slots hold it
+            // by `RunRef`, not by count): nothing of `self` is touched after the store.
+            let ev = Arc::clone(&self.done_event);
             self.finished.store(true, Ordering::Release);
-            self.done_event.notify_cond();
+            ev.notify_cond();
         }
     }
 
@@ -181,6 +184,42 @@ impl Run {
     pub fn wait(&self, timeout: Option<Duration>) -> bool {
         let deadline = deadline_after(timeout);
         self.done_event.wait_until(|| self.done(), deadline)
+    }
+}
+
+/// A slot's run, without a reference count: slots are created and consumed at task rate on
+/// two threads, and counting them on the run's header would bounce its cache line between
+/// them. The fence counts the slot instead, which keeps the run alive: a run leaves the
+/// registry only once `done()`, and it is done only after its last slot was consumed.
+#[derive(Clone, Copy)]
+pub struct RunRef {
+    ptr: *const Run,
+    pub id: RunId,
+}
+
+impl RunRef {
+    pub const NONE: RunRef = RunRef {
+        ptr: std::ptr::null(),
+        id: 0,
+    };
+
+    pub fn of(run: &Arc<Run>) -> RunRef {
+        RunRef {
+            ptr: Arc::as_ptr(run),
+            id: run.id,
+        }
+    }
+
+    /// The run, for a slot that is not yet consumed (callers hold such a slot).
+    pub fn get(&self) -> Option<&Run> {
+        // SAFETY: non-null only while the slot holding it is charged to the run's fence
+        // (set at submit after `register_slot`, cleared when the slot is consumed), and the
+        // run is not freed before its fence reaches zero (see the type's comment).
+        unsafe { self.ptr.as_ref() }
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.ptr.is_null()
     }
 }
 

@@ -66,7 +66,7 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
         member_index: job.member,
         group_size: d.members.len() as u32,
         reserved: 0,
-        run_id: d.run.as_ref().map_or(0, |r| r.id),
+        run_id: d.run.id,
         slot: job.slot,
         private_: &mut fail as *mut FailSlot as *mut c_void,
     };

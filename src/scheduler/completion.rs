@@ -3,7 +3,7 @@
 //! orchestrator thread for the paths the seed gives it (scope_end releases, a submit that
 //! wired onto a failed producer).
 
-use crate::run::Run;
+use crate::run::RunRef;
 use crate::scheduler::queues::ReadyQueues;
 use crate::slot::{Claim, Edge, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE};
 use crate::worker::Engine;
@@ -45,7 +45,7 @@ pub fn complete_task(
     let slot = e.slots.get(sid);
     slot.core.finish(failure.as_ref(), edges);
     // SAFETY: the slot is terminal and only this thread finishes it; `run` is immutable.
-    let run = unsafe { slot.data() }.run.as_ref();
+    let run = unsafe { slot.data() }.run.get();
     match &failure {
         None => {
             if let Some(r) = run {
@@ -77,7 +77,7 @@ pub fn poison(e: &Engine, mut stack: Vec<SlotId>, msg: &Arc<str>, reclaim: &mut 
         let core = &e.slots.get(c).core;
         if core.claim_failure(c, msg, &mut edges) == Claim::Won {
             // SAFETY: `run` was written before publication; we won the claim.
-            if let Some(r) = &unsafe { e.slots.get(c).data() }.run {
+            if let Some(r) = unsafe { e.slots.get(c).data() }.run.get() {
                 r.count_failed();
                 r.record_failure(msg);
             }
@@ -96,7 +96,7 @@ pub fn propagate_pending(e: &Engine, sid: SlotId, reclaim: &mut Vec<SlotId>) {
     }
     let msg = core.failure().unwrap_or_else(|| Arc::from("failed"));
     // SAFETY: the submitting thread still owns the slot's data.
-    if let Some(r) = &unsafe { e.slots.get(sid).data() }.run {
+    if let Some(r) = unsafe { e.slots.get(sid).data() }.run.get() {
         r.count_failed();
         r.record_failure(&msg);
     }
@@ -141,7 +141,7 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             let slot = e.slots.get(sid);
             // SAFETY: this thread won the CONSUMED transition of every slot in the batch.
             let d = unsafe { slot.data() };
-            let Some(r) = &d.run else { continue };
+            let Some(r) = d.run.get() else { continue };
             if let Some(h) = &d.heap {
                 tm.get_or_insert_with(|| e.tensormap.lock())
                     .erase_range(r.id, h.lo, h.hi);
@@ -161,19 +161,20 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
     // Fence counts are dropped after the slots are free, one decrement per run in the batch
     // (consecutive slots almost always share a run).
     // The batch's first run is tallied inline: `rest` allocates only for a mixed batch.
-    let mut first: Option<(Arc<Run>, i64)> = None;
-    let mut rest: Vec<(Arc<Run>, i64)> = Vec::new();
+    let mut first: Option<(RunRef, i64)> = None;
+    let mut rest: Vec<(RunRef, i64)> = Vec::new();
     for &sid in reclaim.iter() {
         // SAFETY: as above.
         let d = unsafe { e.slots.get(sid).data() };
         if let Some(h) = d.heap.take() {
             e.heap.rings[h.ring].release(h.seq);
         }
-        if let Some(r) = d.run.take() {
+        let r = std::mem::replace(&mut d.run, RunRef::NONE);
+        if !r.is_none() {
             match &mut first {
-                Some(x) if Arc::ptr_eq(&x.0, &r) => x.1 += 1,
+                Some(x) if x.0.id == r.id => x.1 += 1,
                 None => first = Some((r, 1)),
-                Some(_) => match rest.iter_mut().find(|x| Arc::ptr_eq(&x.0, &r)) {
+                Some(_) => match rest.iter_mut().find(|x| x.0.id == r.id) {
                     Some(x) => x.1 += 1,
                     None => rest.push((r, 1)),
                 },
@@ -183,7 +184,12 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
     }
     e.slots.free_all(reclaim);
     for (r, n) in first.into_iter().chain(rest) {
-        r.slots_consumed(n, || e.tensormap.lock().drop_run(r.id));
+        let id = r.id;
+        // The run is alive until this drops its fence (RunRef's rule); `slots_consumed`
+        // touches nothing of it after marking it done.
+        if let Some(run) = r.get() {
+            run.slots_consumed(n, || e.tensormap.lock().drop_run(id));
+        }
     }
     reclaim.clear();
 }
