@@ -3369,8 +3369,13 @@ impl Fz {
             1 if cur.is_some() => {
                 let idx = |s: u64| s & ((1 << 24) - 1);
                 let mine: Vec<u64> = self.run_handles(ri).iter().map(|h| h.slot).collect();
+                // The engine tells a never-issued id only from a table entry's last four
+                // occupants: the sequence half is taken from one of the four most recent
+                // submits, so no entry can have seen four newer tasks since (an older one is
+                // indistinguishable from a consumed task and treated as finished).
+                let recent = self.workers[wi].next_seq.saturating_sub(4);
                 let mut pairs = Vec::new();
-                for &a in &mine {
+                for &a in mine.iter().filter(|&&a| a >> 24 >= recent) {
                     for &b in &mine {
                         if idx(a) != idx(b) {
                             pairs.push((a, b));
