@@ -47,7 +47,10 @@ pub struct Engine {
     /// to the scheduler's own ready queues.
     pub ready_in: SegQueue<(crate::slot::SlotId, crate::slot::Route)>,
     /// Completion FIFO: lanes push, the scheduler drains before dispatching.
-    pub completions: SegQueue<Completion>,
+    /// Lane -> scheduler completions. Bounded without loss: a lane holds at most
+    /// MAILBOX_DEPTH jobs and reports each once, so lanes x MAILBOX_DEPTH entries suffice
+    /// (and a ring allocates nothing per item, unlike a segmented queue).
+    pub completions: crossbeam_queue::ArrayQueue<Completion>,
     /// The scheduler's wake edge.
     pub sched_event: Event,
     /// Notified when a run's fence reaches zero.
@@ -233,7 +236,9 @@ impl Worker {
             heap,
             tensormap: Default::default(),
             ready_in: SegQueue::new(),
-            completions: SegQueue::new(),
+            completions: crossbeam_queue::ArrayQueue::new(
+                (self.specs.len().max(1)) * crate::lane::MAILBOX_DEPTH as usize,
+            ),
             sched_event: Event::default(),
             run_event: Arc::new(Event::default()),
             runs: RunRegistry::default(),

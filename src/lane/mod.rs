@@ -132,6 +132,14 @@ impl Mailbox {
     }
 }
 
+/// Hand a completion to the scheduler. The queue has room for every job a lane can hold
+/// (see `Engine::completions`), so a full queue is a broken invariant, not back-pressure.
+pub fn report(e: &crate::worker::Engine, c: Completion) {
+    if let Err(c) = e.completions.push(c) {
+        unreachable!("completion queue overflow (lane {}, slot {})", c.lane, c.slot);
+    }
+}
+
 /// A lane as the engine sees it.
 pub struct Lane {
     pub kind: LaneKind,
