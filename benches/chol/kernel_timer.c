@@ -1,0 +1,46 @@
+/* LD_PRELOAD kernel timer for the tiled Cholesky programs (dagrt's example and the peers'):
+ * wraps the four tile kernels (cblas_dgemm, cblas_dsyrk, cblas_dtrsm, LAPACKE_dpotrf), sums
+ * the time spent inside them and prints it at exit:
+ *     KERNELS <calls> total_ms <ms>
+ * Calls on matrices larger than 512 (the whole-matrix residual check) are not counted.
+ * scripts/chol_efficiency.sh divides the total by threads x wall time: the share of the
+ * workers' time spent in kernels, which does not depend on how fast this (noisy, shared)
+ * machine runs the kernels at that moment, unlike GFLOP/s. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdatomic.h>
+#include <cblas.h>
+#include <lapacke.h>
+static _Atomic long ns_total, calls;
+static long now(void){struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1000000000L+t.tv_nsec;}
+/* Time one kernel call into the totals. */
+#define TIMED(call) long t0=now(); call; long d=now()-t0; atomic_fetch_add(&ns_total,d); atomic_fetch_add(&calls,1);
+void cblas_dgemm(const enum CBLAS_ORDER o, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
+  const blasint m, const blasint n, const blasint k, const double alpha, const double *a, const blasint lda,
+  const double *b, const blasint ldb, const double beta, double *c, const blasint ldc) {
+  static void (*r)(); if(!r) r=dlsym(RTLD_NEXT,"cblas_dgemm");
+  TIMED(r(o,ta,tb,m,n,k,alpha,a,lda,b,ldb,beta,c,ldc))
+}
+void cblas_dsyrk(const enum CBLAS_ORDER o, const enum CBLAS_UPLO u, const enum CBLAS_TRANSPOSE t,
+  const blasint n, const blasint k, const double alpha, const double *a, const blasint lda,
+  const double beta, double *c, const blasint ldc) {
+  static void (*r)(); if(!r) r=dlsym(RTLD_NEXT,"cblas_dsyrk");
+  if (n > 512) { r(o,u,t,n,k,alpha,a,lda,beta,c,ldc); return; }   /* the residual check */
+  TIMED(r(o,u,t,n,k,alpha,a,lda,beta,c,ldc))
+}
+void cblas_dtrsm(const enum CBLAS_ORDER o, const enum CBLAS_SIDE s, const enum CBLAS_UPLO u,
+  const enum CBLAS_TRANSPOSE t, const enum CBLAS_DIAG dg, const blasint m, const blasint n,
+  const double alpha, const double *a, const blasint lda, double *b, const blasint ldb) {
+  static void (*r)(); if(!r) r=dlsym(RTLD_NEXT,"cblas_dtrsm");
+  TIMED(r(o,s,u,t,dg,m,n,alpha,a,lda,b,ldb))
+}
+lapack_int LAPACKE_dpotrf(int layout, char uplo, lapack_int n, double *a, lapack_int lda) {
+  static lapack_int (*r)(int,char,lapack_int,double*,lapack_int); if(!r) r=dlsym(RTLD_NEXT,"LAPACKE_dpotrf");
+  if (n > 512) return r(layout,uplo,n,a,lda);
+  lapack_int x; TIMED(x=r(layout,uplo,n,a,lda)) return x;
+}
+__attribute__((destructor)) static void report(void) {
+  if (calls) fprintf(stderr, "KERNELS %ld total_ms %.2f\n", calls, ns_total / 1e6);
+}
