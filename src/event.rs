@@ -6,7 +6,7 @@
 //! wait outlasts the spin budget. A notifier touches the mutex only when someone is parked.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long a waiter spins before parking. `scripts/spin_bound.sh` measures it: with no spin
@@ -29,10 +29,9 @@ pub struct Event {
     /// Parked waiters; SeqCst against the waited-on data (Dekker): a notifier that reads 0
     /// here is guaranteed that any waiter about to park will see its data first.
     sleepers: AtomicU32,
-    /// Parked waiters re-check their condition under it and notifiers take it before waking
-    /// them: no wake-up is lost between the check and the park.
-    mu: Mutex<()>,
-    cv: Condvar,
+    /// The futex word parked waiters sleep on: a waker bumps it before waking them, so a
+    /// waiter that read it before re-checking its condition cannot sleep through the wake.
+    word: AtomicU32,
 }
 
 impl Default for Event {
@@ -40,8 +39,7 @@ impl Default for Event {
         Event {
             gen: AtomicU64::new(0),
             sleepers: AtomicU32::new(0),
-            mu: Mutex::new(()),
-            cv: Condvar::new(),
+            word: AtomicU32::new(0),
         }
     }
 }
@@ -64,16 +62,19 @@ impl Event {
         self.wake_sleepers();
     }
 
+    /// One futex wake, no lock: a mutex + condvar wake costs two here (the woken waiter
+    /// contends for the mutex the waker still holds), and each is a ~15 us VM exit when the
+    /// sleeper's CPU is idle.
     fn wake_sleepers(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = self.mu.lock().unwrap_or_else(|p| p.into_inner());
-            self.cv.notify_all();
+            self.word.fetch_add(1, Ordering::SeqCst);
+            futex_wake_all(&self.word);
         }
     }
 
     /// Wait until `cond()` holds or `deadline` passes; returns the final `cond()`. Spins
-    /// (yielding) for the spin budget, then parks; a parked waiter re-checks `cond()` under
-    /// the event mutex, which every notifier takes before waking, so no wake-up is lost.
+    /// (yielding) for the spin budget, then parks on the futex word; the word is read before
+    /// each re-check of `cond()`, and every waker bumps it, so no wake-up is lost.
     pub fn wait_until(&self, cond: impl FnMut() -> bool, deadline: Option<Instant>) -> bool {
         self.wait_until_spin(cond, deadline, spin_budget())
     }
@@ -119,30 +120,65 @@ impl Event {
             }
         }
         self.sleepers.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let mut g = self.mu.lock().unwrap_or_else(|p| p.into_inner());
         let met = loop {
+            let seen = self.word.load(Ordering::SeqCst);
             if cond() {
                 break true;
             }
-            match deadline {
-                None => g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
+            let timeout = match deadline {
+                None => None,
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
                         break false;
                     }
-                    g = self
-                        .cv
-                        .wait_timeout(g, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    Some(d - now)
                 }
-            }
+            };
+            futex_wait(&self.word, seen, timeout);
         };
-        drop(g);
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         met
+    }
+}
+
+/// Sleep while `word` still holds `seen` (or until `timeout`); spurious returns are fine,
+/// callers re-check.
+fn futex_wait(word: &AtomicU32, seen: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a live, aligned u32 for the duration of the call; `tsp` is null or
+    // points to a timespec that outlives it. FUTEX_WAIT only reads them.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            seen,
+            tsp,
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE does not access other memory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        );
     }
 }
 

@@ -136,7 +136,10 @@ impl Mailbox {
 /// (see `Engine::completions`), so a full queue is a broken invariant, not back-pressure.
 pub fn report(e: &crate::worker::Engine, c: Completion) {
     if let Err(c) = e.completions.push(c) {
-        unreachable!("completion queue overflow (lane {}, slot {})", c.lane, c.slot);
+        unreachable!(
+            "completion queue overflow (lane {}, slot {})",
+            c.lane, c.slot
+        );
     }
 }
 

@@ -13,14 +13,17 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let mut last_ns = 0;
     while let Some(job) = lane.mailbox.next(last_ns < crate::scheduler::SHORT_JOB_NS) {
         if !job.claimed && !e.slots.get(job.slot).core.try_claim_running_id(job.slot) {
-            crate::lane::report(&e, Completion {
-                lane: idx,
-                slot: job.slot,
-                member: job.member,
-                failure: None,
-                ns: 0,
-                skipped: true,
-            });
+            crate::lane::report(
+                &e,
+                Completion {
+                    lane: idx,
+                    slot: job.slot,
+                    member: job.member,
+                    failure: None,
+                    ns: 0,
+                    skipped: true,
+                },
+            );
             e.sched_event.notify_cond();
             continue;
         }
@@ -28,14 +31,17 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
         let failure = run_job(&e, idx, job);
         let ns = t0.elapsed().as_nanos() as u64;
         last_ns = ns;
-        crate::lane::report(&e, Completion {
-            lane: idx,
-            slot: job.slot,
-            member: job.member,
-            failure,
-            ns,
-            skipped: false,
-        });
+        crate::lane::report(
+            &e,
+            Completion {
+                lane: idx,
+                slot: job.slot,
+                member: job.member,
+                failure,
+                ns,
+                skipped: false,
+            },
+        );
         e.sched_event.notify_cond();
     }
 }
