@@ -46,13 +46,17 @@ pub struct Engine {
     /// Slots made READY off the scheduler thread (immediately-ready submits), on their way
     /// to the scheduler's own ready queues.
     pub ready_in: SegQueue<(crate::slot::SlotId, crate::slot::Route)>,
-    /// Completion FIFO: lanes push, the scheduler drains before dispatching.
-    /// Lane -> scheduler completions. Bounded without loss: a lane holds at most
+    /// Completion FIFO: lanes push, the scheduler drains before dispatching. Bounded
+    /// without loss: a lane holds at most
     /// MAILBOX_DEPTH jobs and reports each once, so lanes x MAILBOX_DEPTH entries suffice
     /// (and a ring allocates nothing per item, unlike a segmented queue).
     pub completions: crossbeam_queue::ArrayQueue<Completion>,
     /// The scheduler's wake edge.
     pub sched_event: Event,
+    /// The scheduler role: its queues and lane books. Whoever holds this lock is the single
+    /// progress owner for that pass: the scheduler thread, or a lane that just completed a
+    /// job and would otherwise have to wake the parked scheduler thread.
+    pub sched: std::sync::Mutex<Option<crate::scheduler::Sched>>,
     /// Notified when a run's fence reaches zero.
     pub run_event: Arc<Event>,
     pub runs: RunRegistry,
@@ -240,6 +244,7 @@ impl Worker {
                 (self.specs.len().max(1)) * crate::lane::MAILBOX_DEPTH as usize,
             ),
             sched_event: Event::default(),
+            sched: std::sync::Mutex::new(None),
             run_event: Arc::new(Event::default()),
             runs: RunRegistry::default(),
             lanes,

@@ -24,7 +24,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
                     skipped: true,
                 },
             );
-            e.sched_event.notify_cond();
+            crate::scheduler::after_completion(&e);
             continue;
         }
         let t0 = std::time::Instant::now();
@@ -42,7 +42,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
                 skipped: false,
             },
         );
-        e.sched_event.notify_cond();
+        crate::scheduler::after_completion(&e);
     }
 }
 
