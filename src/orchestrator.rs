@@ -407,16 +407,17 @@ impl Orchestrator {
             for (t, fp) in d.tensors.iter().zip(self.footprints.iter()) {
                 let Some(fp) = fp else { continue };
                 let tag = Tag::from_u32(t.tag).expect("validated");
-                if tag.looks_up() {
-                    let producers = &mut self.producers;
-                    tm.lookup(run.id, fp, |p| {
-                        if p != sid {
-                            producers.push((p, true))
-                        }
-                    });
-                }
-                if tag.inserts() {
-                    d.outputs.push(tm.insert(run.id, *fp, sid));
+                let producers = &mut self.producers;
+                let found = |p| {
+                    if p != sid {
+                        producers.push((p, true))
+                    }
+                };
+                match (tag.looks_up(), tag.inserts()) {
+                    (true, true) => d.outputs.push(tm.lookup_insert(run.id, *fp, sid, found)),
+                    (true, false) => tm.lookup(run.id, fp, found),
+                    (false, true) => d.outputs.push(tm.insert(run.id, *fp, sid)),
+                    (false, false) => {}
                 }
             }
         }

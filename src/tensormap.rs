@@ -137,7 +137,10 @@ impl RunMap {
         }
         out.retain(|&i| {
             let e = &self.entries[i as usize];
-            e.lo < fp.hi && fp.lo < e.hi && self.footprint(e).overlaps(fp)
+            // Two dense ranges overlap iff their intervals meet: no footprint to build.
+            e.lo < fp.hi
+                && fp.lo < e.hi
+                && ((fp.dense && e.shape == DENSE) || self.footprint(e).overlaps(fp))
         });
     }
 
@@ -308,9 +311,36 @@ impl Inner {
         }
     }
 
+    /// `lookup` then `insert` of one footprint (an INOUT tensor), finding the overlapping
+    /// entries once.
+    pub fn lookup_insert(
+        &mut self,
+        run: RunId,
+        fp: Footprint,
+        owner: SlotId,
+        mut f: impl FnMut(SlotId),
+    ) -> MapKey {
+        self.insert_with(run, fp, owner, |m, scratch| {
+            for &i in scratch.iter() {
+                f(m.entries[i as usize].owner);
+            }
+        })
+    }
+
     /// Make `owner` the producer of `fp`, dropping entries it fully covers. Returns the key
     /// the owner journals to erase its entry later.
     pub fn insert(&mut self, run: RunId, fp: Footprint, owner: SlotId) -> MapKey {
+        self.insert_with(run, fp, owner, |_, _| {})
+    }
+
+    /// `insert`, showing `seen` the entries overlapping `fp` before any is replaced.
+    fn insert_with(
+        &mut self,
+        run: RunId,
+        fp: Footprint,
+        owner: SlotId,
+        seen: impl FnOnce(&RunMap, &[u32]),
+    ) -> MapKey {
         let i = match self.runs.iter().position(|r| r.0 == run) {
             Some(i) => i,
             None => {
@@ -322,6 +352,7 @@ impl Inner {
         let m = &mut self.runs[i].1;
         if m.live > 0 {
             m.overlapping(&fp, &mut self.scratch);
+            seen(m, &self.scratch);
             for &idx in &self.scratch {
                 let old = m.entries[idx as usize];
                 if fp.covers(&m.footprint(&old)) {
