@@ -1,6 +1,7 @@
 //! Worker lanes: how a dispatched task reaches its executor.
 //!
-//! The scheduler is the only thread that posts work to a lane (seed invariant 5). A lane owns
+//! Only the holder of the scheduler role posts work to a lane (seed invariant 5; the role lock
+//! orders successive holders, whichever thread they run on). A lane owns
 //! a small mailbox ring; the scheduler counts each lane's outstanding jobs and learns of
 //! idleness from the lane's completions, so it never overfills a mailbox. Process, custom and nested
 //! lanes (DESIGN §4) will implement the same `Endpoint` contract.
@@ -61,7 +62,8 @@ impl LaneKind {
 /// while long tasks keep the seed's one-job-per-idle-lane placement.
 pub const MAILBOX_DEPTH: u32 = 8;
 
-/// The scheduler -> lane handoff: a single-producer (scheduler) single-consumer (lane) ring.
+/// The scheduler -> lane handoff: a single-producer (the scheduler role's holder, one at a time
+/// under the role lock) single-consumer (lane) ring.
 /// A posted job is already RUNNING: the scheduler claimed it, so the lane never skips one.
 pub struct Mailbox {
     /// Next slot the scheduler writes; stored (Release) after the job is written.
