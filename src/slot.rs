@@ -162,8 +162,8 @@ impl SlotCore {
         if s.history[0] != 0 {
             s.evicted = s.history[0];
         }
-        s.history.rotate_left(1);
-        s.history[3] = id;
+        let h = s.history;
+        s.history = [h[1], h[2], h[3], id];
         s.id = id;
         s.run = run;
         s.fanin_count = 0;
@@ -181,13 +181,14 @@ impl SlotCore {
     pub fn unissue(&self, id: SlotId) {
         let mut s = lock(&self.sync);
         debug_assert_eq!(s.history[3], id);
-        s.history.rotate_right(1);
         // The entry that fell out was non-zero exactly when the claim moved `evicted`.
-        s.history[0] = if s.evicted != s.evicted_before {
+        let out = if s.evicted != s.evicted_before {
             s.evicted
         } else {
             0
         };
+        let h = s.history;
+        s.history = [out, h[0], h[1], h[2]];
         s.evicted = s.evicted_before;
         s.id = s.history[3];
     }

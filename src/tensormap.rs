@@ -185,8 +185,8 @@ impl RunMap {
         if prev == NIL {
             if next == NIL {
                 self.small.remove(&g);
-            } else {
-                self.small.insert(g, next);
+            } else if let Some(h) = self.small.get_mut(&g) {
+                *h = next;
             }
         } else {
             self.links[prev as usize].next = next;
@@ -253,9 +253,11 @@ impl RunMap {
         let (g0, g1) = granules(fp.lo, fp.hi);
         if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
-                let head = self.small.get(&g).copied().unwrap_or(NIL);
-                let l = self.new_link(idx, head);
-                self.small.insert(g, l);
+                let l = self.new_link(idx, NIL);
+                // One probe: push the link in front of the granule's list.
+                let head = self.small.entry(g).or_insert(NIL);
+                self.links[l as usize].next = *head;
+                *head = l;
             }
         } else {
             self.big_max_len = self.big_max_len.max(fp.hi - fp.lo);
