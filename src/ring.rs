@@ -10,6 +10,7 @@ use crate::callable::Entry;
 use crate::event::Event;
 use crate::slot::{SlotCore, SlotId};
 use crate::task::{CallConfig, Tensor};
+use smallvec::SmallVec;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -59,13 +60,15 @@ pub struct SlotData {
     pub group: bool,
     pub entry: Option<&'static Entry>,
     pub config: CallConfig,
-    pub tensors: Vec<Tensor>,
-    pub scalars: Vec<u64>,
-    pub members: Vec<MemberArgs>,
+    /// Task data, inline for the common small task: a stream of submits then writes one
+    /// contiguous slot (which the claim prefetches) instead of four scattered buffers.
+    pub tensors: SmallVec<[Tensor; 1]>,
+    pub scalars: SmallVec<[u64; 2]>,
+    pub members: SmallVec<[MemberArgs; 1]>,
     /// Producers this slot holds a lifetime reference on (released when it finishes).
-    pub producers: Vec<SlotId>,
+    pub producers: SmallVec<[SlotId; 2]>,
     /// Output journal: the TensorMap keys this slot published (erased owner-checked).
-    pub outputs: Vec<crate::tensormap::MapKey>,
+    pub outputs: SmallVec<[crate::tensormap::MapKey; 1]>,
     pub heap: Option<HeapClaim>,
     /// Group aggregation (scheduler only): members not yet terminal, and the first failure.
     pub members_left: u32,
@@ -80,11 +83,11 @@ impl Default for SlotData {
             group: false,
             entry: None,
             config: CallConfig::default(),
-            tensors: Vec::new(),
-            scalars: Vec::new(),
-            members: Vec::new(),
-            producers: Vec::new(),
-            outputs: Vec::new(),
+            tensors: SmallVec::new(),
+            scalars: SmallVec::new(),
+            members: SmallVec::new(),
+            producers: SmallVec::new(),
+            outputs: SmallVec::new(),
             heap: None,
             members_left: 0,
             member_failure: None,
