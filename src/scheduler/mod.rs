@@ -89,17 +89,13 @@ pub fn scheduler_main(e: Arc<Engine>) {
     *role(&e) = Some(Sched::new(&e));
     loop {
         let seen = e.sched_event.generation();
-        let wait = match e.sched.try_lock() {
-            Ok(mut g) => {
-                let s = g.as_mut().expect("installed above");
-                let progress = s.pass();
-                if s.stopped() {
-                    return;
-                }
-                (!progress).then(|| s.wait_params())
-            }
-            Err(TryLockError::Poisoned(p)) => {
-                let mut g = p.into_inner();
+        let held = match e.sched.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        let wait = match held {
+            Some(mut g) => {
                 let s = g.as_mut().expect("installed above");
                 let progress = s.pass();
                 if s.stopped() {
@@ -108,7 +104,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
                 (!progress).then(|| s.wait_params())
             }
             // A lane is running passes: let it finish, then look again.
-            Err(TryLockError::WouldBlock) => {
+            None => {
                 std::thread::yield_now();
                 Some((None, crate::event::spin_budget()))
             }
