@@ -98,7 +98,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
             Some(mut g) => {
                 let s = g.as_mut().expect("installed above");
                 let progress = s.pass();
-                if s.stopped() {
+                if s.stop_lanes_if_done() {
                     return;
                 }
                 (!progress).then(|| s.wait_params())
@@ -220,7 +220,7 @@ impl Sched {
     }
 
     /// Stop requested and every lane idle: tell the lanes to exit.
-    fn stopped(&self) -> bool {
+    fn stop_lanes_if_done(&self) -> bool {
         if self.e.stop.load(Ordering::Acquire)
             && self.lanes.iter().all(|b| b.occupancy() == 0)
             && self.e.completions.is_empty()
@@ -316,23 +316,8 @@ impl Sched {
                     break;
                 }
                 q.group.pop();
-                if !e.slots.get(sid).core.try_claim_running_id(sid) {
-                    continue;
-                }
-                // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
-                let d = unsafe { e.slots.get(sid).data() };
-                d.members_left = targets.len() as u32;
-                d.member_failure = None;
-                for (i, &l) in targets.iter().enumerate() {
-                    self.lanes[l as usize].post(sid, true);
-                    self.posts.push((
-                        l,
-                        Job {
-                            slot: sid,
-                            member: i as u32,
-                            claimed: true,
-                        },
-                    ));
+                if e.slots.get(sid).core.try_claim_running_id(sid) {
+                    self.launch_group(sid, &targets);
                 }
             }
             self.watch_stall(blocked_head, q);
@@ -381,24 +366,13 @@ impl Sched {
                     break;
                 }
                 q.sub.pop();
-                if !e.slots.get(sid).core.try_claim_running_id(sid) {
-                    continue;
-                }
-                // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
-                let d = unsafe { e.slots.get(sid).data() };
-                d.members_left = need as u32;
-                d.member_failure = None;
-                for i in 0..need {
-                    let l = self.idle_subs.pop().expect("counted above");
-                    self.lanes[l as usize].post(sid, true);
-                    self.posts.push((
-                        l,
-                        Job {
-                            slot: sid,
-                            member: i as u32,
-                            claimed: true,
-                        },
-                    ));
+                if e.slots.get(sid).core.try_claim_running_id(sid) {
+                    // Member i takes the i-th idle lane from the end.
+                    let mut lanes = std::mem::take(&mut self.idle_subs);
+                    lanes.drain(..lanes.len() - need);
+                    lanes.reverse();
+                    self.launch_group(sid, &lanes);
+                    self.idle_subs = lanes;
                 }
             }
             if q.sub.is_empty() {
@@ -427,12 +401,28 @@ impl Sched {
         if claimed && !self.e.slots.get(sid).core.try_claim_running_id(sid) {
             return;
         }
-        self.lanes[l].post(sid, claimed);
+        self.post(l, sid, 0, claimed);
+    }
+
+    /// Launch a group the caller claimed: member i on `lanes[i]`.
+    fn launch_group(&mut self, sid: crate::slot::SlotId, lanes: &[u32]) {
+        // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
+        let d = unsafe { self.e.slots.get(sid).data() };
+        d.members_left = lanes.len() as u32;
+        d.member_failure = None;
+        for (i, &l) in lanes.iter().enumerate() {
+            self.post(l as usize, sid, i as u32, true);
+        }
+    }
+
+    /// Record a job in lane `l`'s book and queue it for `flush_posts`.
+    fn post(&mut self, l: usize, slot: crate::slot::SlotId, member: u32, claimed: bool) {
+        self.lanes[l].post(slot, claimed);
         self.posts.push((
             l as u32,
             Job {
-                slot: sid,
-                member: 0,
+                slot,
+                member,
                 claimed,
             },
         ));
@@ -459,15 +449,7 @@ impl Sched {
                 }
             }
             let Some(sid) = taken else { return };
-            self.lanes[idle].post(sid, true);
-            self.posts.push((
-                idle as u32,
-                Job {
-                    slot: sid,
-                    member: 0,
-                    claimed: true,
-                },
-            ));
+            self.post(idle, sid, 0, true);
         }
     }
 
