@@ -12,25 +12,17 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let lane = &e.lanes[idx as usize];
     let mut last_ns = 0;
     while let Some(job) = lane.mailbox.next(last_ns < crate::scheduler::SHORT_JOB_NS) {
-        if !job.claimed && !e.slots.get(job.slot).core.try_claim_running_id(job.slot) {
-            crate::lane::report(
-                &e,
-                Completion {
-                    lane: idx,
-                    slot: job.slot,
-                    member: job.member,
-                    failure: None,
-                    ns: 0,
-                    skipped: true,
-                },
-            );
-            crate::scheduler::after_completion(&e);
-            continue;
-        }
-        let t0 = std::time::Instant::now();
-        let failure = run_job(&e, idx, job);
-        let ns = t0.elapsed().as_nanos() as u64;
-        last_ns = ns;
+        // A job queued behind another is claimed now; losing the claim (it was cancelled or
+        // moved to another lane) means it is reported skipped, unrun.
+        let ran = job.claimed || e.slots.get(job.slot).core.try_claim_running_id(job.slot);
+        let (failure, ns) = if ran {
+            let t0 = std::time::Instant::now();
+            let failure = run_job(&e, idx, job);
+            last_ns = t0.elapsed().as_nanos() as u64;
+            (failure, last_ns)
+        } else {
+            (None, 0)
+        };
         crate::lane::report(
             &e,
             Completion {
@@ -39,7 +31,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
                 member: job.member,
                 failure,
                 ns,
-                skipped: false,
+                skipped: !ran,
             },
         );
         crate::scheduler::after_completion(&e);
