@@ -7,6 +7,7 @@ use crate::run::RunRef;
 use crate::scheduler::queues::ReadyQueues;
 use crate::slot::{Claim, Edge, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE};
 use crate::worker::Engine;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// A slot became READY on a thread other than the scheduler (an immediately-ready submit):
@@ -160,30 +161,25 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
     }
     // Fence counts are dropped after the slots are free, one decrement per run in the batch
     // (consecutive slots almost always share a run).
-    // The batch's first run is tallied inline: `rest` allocates only for a mixed batch.
-    let mut first: Option<(RunRef, i64)> = None;
-    let mut rest: Vec<(RunRef, i64)> = Vec::new();
+    // Slots consumed per run; a batch almost always has one run, kept inline.
+    let mut runs: SmallVec<[(RunRef, i64); 2]> = SmallVec::new();
     for &sid in reclaim.iter() {
         // SAFETY: as above.
         let d = unsafe { e.slots.get(sid).data() };
         if let Some(h) = d.heap.take() {
             e.heap.rings[h.ring].release(h.seq);
         }
-        let r = std::mem::replace(&mut d.run, RunRef::NONE);
+        let r = d.run;
         if !r.is_none() {
-            match &mut first {
-                Some(x) if x.0.id == r.id => x.1 += 1,
-                None => first = Some((r, 1)),
-                Some(_) => match rest.iter_mut().find(|x| x.0.id == r.id) {
-                    Some(x) => x.1 += 1,
-                    None => rest.push((r, 1)),
-                },
+            match runs.iter_mut().find(|x| x.0.id == r.id) {
+                Some(x) => x.1 += 1,
+                None => runs.push((r, 1)),
             }
         }
         d.clear();
     }
     e.slots.free_all(reclaim);
-    for (r, n) in first.into_iter().chain(rest) {
+    for (r, n) in runs {
         let id = r.id;
         // The run is alive until this drops its fence (RunRef's rule); `slots_consumed`
         // touches nothing of it after marking it done.
