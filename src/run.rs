@@ -257,12 +257,20 @@ impl RunRegistry {
     pub fn get(&self, id: RunId) -> Option<Arc<Run>> {
         self.lock().get(&id).cloned()
     }
-    pub fn remove(&self, id: RunId) -> Option<Arc<Run>> {
+    /// Forget a finished run. A run that is not done stays: its live slots name it by
+    /// `RunRef`, uncounted, so it must outlive them (returns whether it was removed).
+    pub fn remove_done(&self, id: RunId) -> bool {
+        let mut runs = self.lock();
+        if !runs.get(&id).is_some_and(|r| r.done()) {
+            return false;
+        }
+        runs.remove(&id);
+        drop(runs);
         live_anywhere()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        self.lock().remove(&id)
+        true
     }
     pub fn len(&self) -> usize {
         self.lock().len()

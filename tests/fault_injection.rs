@@ -623,7 +623,7 @@ impl Env {
                 if !r.done() {
                     return Err(format!("run {run} is not done at release"));
                 }
-                e.runs.remove(run);
+                e.runs.remove_done(run);
                 Ok(())
             }
             None => c_res(capi::run::dagrt_release_run(self.cw, run))

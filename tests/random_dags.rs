@@ -1301,7 +1301,7 @@ fn finish(env: &Env, b: &Built) -> Result<(), String> {
             }
         }
     }
-    e.runs.remove(b.run_id);
+    e.runs.remove_done(b.run_id);
     if errs.is_empty() {
         // SAFETY: allocated by Box::into_raw in `build`; no executor of the run is left (see
         // above) and `b.rr` is not used after this.
@@ -1530,7 +1530,7 @@ fn wired_after(env: &Env, writer: Tensor, reader: Tensor) -> Result<bool, String
     if !r.wait(Some(RUN_TIMEOUT)) {
         return Err("run hung".into());
     }
-    e.runs.remove(run);
+    e.runs.remove_done(run);
     // SAFETY: the run is done: no executor reads the RunRec any more.
     drop(unsafe { Box::from_raw(rr) });
     env.check_reclaimed()?;
@@ -1647,7 +1647,7 @@ fn task_window_not_blocked_by_one_long_lived_slot() {
     drop(o);
     let r = env.engine.runs.get(run).expect("run");
     assert!(r.wait(Some(RUN_TIMEOUT)), "run hung");
-    env.engine.runs.remove(run);
+    env.engine.runs.remove_done(run);
     // SAFETY: the run is done: no executor reads the RunRec any more.
     drop(unsafe { Box::from_raw(rr) });
     env.check_reclaimed().expect("reclaimed");

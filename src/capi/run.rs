@@ -148,7 +148,7 @@ pub extern "C" fn dagrt_release_run(
                 format!("run {run} has not finished; wait for it before releasing it"),
             );
         }
-        e.runs.remove(run);
+        e.runs.remove_done(run);
         Ok(())
     })
 }

@@ -222,10 +222,7 @@ pub extern "C" fn dagrt_worker_run(
         }
         let e = engine_of(w)?.clone();
         let res = super::run::wait(&e, run, None).map(|_| ());
-        // Only a finished run leaves the registry: its slots hold it uncounted (RunRef).
-        if e.runs.get(run).is_some_and(|r| r.done()) {
-            e.runs.remove(run);
-        }
+        e.runs.remove_done(run);
         r.and(res)
     })
 }
