@@ -302,45 +302,11 @@ impl Orchestrator {
         let run = self.building()?;
         let (entry, heap_bytes) = self.validate(kind, callable, members, workers, &run)?;
 
-        // Step 1: slot and heap slab (the only blocking point).
-        let deadline = self.timeout();
-        let Some(sid) = self
-            .e
-            .slots
-            .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
-        else {
-            return Err(self.window_full());
-        };
-        let ring = HeapRings::for_depth(self.scope.current_depth());
-        let mut heap = None;
-        if heap_bytes > 0 {
-            match self.e.heap.rings[ring].alloc(heap_bytes, deadline) {
-                Ok((ptr, seq)) => {
-                    let lo = ptr as u64;
-                    heap = Some((
-                        ptr,
-                        HeapClaim {
-                            ring,
-                            seq,
-                            lo,
-                            hi: lo + heap_bytes,
-                        },
-                    ))
-                }
-                Err(x) => {
-                    self.e.slots.unclaim(sid);
-                    return Err(heap_error(x, heap_bytes, self.e.cfg.heap_ring_size));
-                }
-            }
-        }
-        self.next_seq += 1;
-
-        // Ownership boundary: the slot is the run's from here on.
-        run.register_slot();
+        // Step 1: slot and heap slab (the only blocking point); the slot is the run's after.
+        let (sid, slab) = self.claim_slot(&run, heap_bytes)?;
         let slot = self.e.slots.get(sid);
         // SAFETY: the slot is BUILDING and owned by this thread.
         let d = unsafe { slot.data() };
-        d.run = crate::run::RunRef::of(&run);
         d.kind = if matches!(kind, SubmitKind::Sub | SubmitKind::SubGroup) {
             SlotKind::Sub
         } else {
@@ -349,10 +315,9 @@ impl Orchestrator {
         d.group = matches!(kind, SubmitKind::NextLevelGroup | SubmitKind::SubGroup);
         d.entry = Some(entry);
         d.config = *config;
-        d.heap = heap.map(|h| h.1);
 
         // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
-        let mut cursor = heap.map_or(std::ptr::null_mut(), |h| h.0);
+        let mut cursor = slab;
         let mut flat = 0;
         for m in members {
             let tensor_start = d.tensors.len() as u32;
@@ -722,35 +687,11 @@ impl Orchestrator {
                 self.e.cfg.heap_ring_size,
             ));
         }
-        let deadline = self.timeout();
-        let Some(sid) = self
-            .e
-            .slots
-            .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
-        else {
-            return Err(self.window_full());
-        };
-        let ring = HeapRings::for_depth(self.scope.current_depth());
-        let (ptr, seq) = match self.e.heap.rings[ring].alloc(aligned, deadline) {
-            Ok(r) => r,
-            Err(x) => {
-                self.e.slots.unclaim(sid);
-                return Err(heap_error(x, aligned, self.e.cfg.heap_ring_size));
-            }
-        };
-        self.next_seq += 1;
-        run.register_slot();
+        let (sid, ptr) = self.claim_slot(&run, aligned)?;
         let slot = self.e.slots.get(sid);
         // SAFETY: BUILDING, owned by this thread.
         let d = unsafe { slot.data() };
-        d.run = crate::run::RunRef::of(&run);
         d.kind = SlotKind::Alloc;
-        d.heap = Some(HeapClaim {
-            ring,
-            seq,
-            lo: ptr as u64,
-            hi: ptr as u64 + aligned,
-        });
         self.scope.register(sid);
         let fp = Footprint::dense(ptr as u64, bytes);
         let key = self.e.tensormap.lock().insert(run.id, fp, sid);
@@ -767,6 +708,50 @@ impl Orchestrator {
 }
 
 impl Orchestrator {
+    /// Step 1 of a submit or an alloc: a slot for `run` and, when `bytes > 0`, a heap slab in
+    /// the ring of the current scope depth (both may wait, up to the timeout). Then the
+    /// ownership boundary: the sequence number is issued, the slot is charged to the run and
+    /// records it and its slab. A failure leaves nothing behind. Returns the slab (or null).
+    fn claim_slot(&mut self, run: &Arc<Run>, bytes: u64) -> Result<(SlotId, *mut u8)> {
+        let deadline = self.timeout();
+        let Some(sid) = self
+            .e
+            .slots
+            .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
+        else {
+            return Err(self.window_full());
+        };
+        let ring = HeapRings::for_depth(self.scope.current_depth());
+        let mut slab = (std::ptr::null_mut(), None);
+        if bytes > 0 {
+            match self.e.heap.rings[ring].alloc(bytes, deadline) {
+                Ok((ptr, seq)) => {
+                    let lo = ptr as u64;
+                    slab = (
+                        ptr,
+                        Some(HeapClaim {
+                            ring,
+                            seq,
+                            lo,
+                            hi: lo + bytes,
+                        }),
+                    );
+                }
+                Err(x) => {
+                    self.e.slots.unclaim(sid);
+                    return Err(heap_error(x, bytes, self.e.cfg.heap_ring_size));
+                }
+            }
+        }
+        self.next_seq += 1;
+        run.register_slot();
+        // SAFETY: the slot is BUILDING and owned by this thread.
+        let d = unsafe { self.e.slots.get(sid).data() };
+        d.run = crate::run::RunRef::of(run);
+        d.heap = slab.1;
+        Ok((sid, slab.0))
+    }
+
     fn window_full(&self) -> Error {
         Error::new(
             Status::WindowFull,
