@@ -184,7 +184,9 @@ impl Orchestrator {
         }
         let e = self.e.clone();
         let reclaim = &mut self.reclaim;
-        self.scope.end_outer(|sid| release_ref(&e, sid, reclaim));
+        run.seal();
+        self.scope
+            .end_outer(|sid, ahead| release_scope_ref(&e, sid, ahead, reclaim));
         consume_all(&e, reclaim);
         run.close(|| e.tensormap.lock().drop_run(run.id));
         self.run = None;
@@ -257,7 +259,9 @@ impl Orchestrator {
         let e = self.e.clone();
         while self.scope.depth() > 1 {
             let reclaim = &mut self.reclaim;
-            let _ = self.scope.end(|sid| release_ref(&e, sid, reclaim));
+            let _ = self
+                .scope
+                .end(|sid, ahead| release_scope_ref(&e, sid, ahead, reclaim));
             consume_all(&e, reclaim);
         }
     }
@@ -275,9 +279,10 @@ impl Orchestrator {
     pub fn scope_end(&mut self) -> Result<()> {
         self.building()?;
         let e = self.e.clone();
+        let reclaim = &mut self.reclaim;
         let ended = self
             .scope
-            .end(|sid| release_ref(&e, sid, &mut self.reclaim));
+            .end(|sid, ahead| release_scope_ref(&e, sid, ahead, reclaim));
         consume_all(&e, &mut self.reclaim);
         ended.map_err(|x| match x {
             ScopeError::Unbalanced => Error::new(
@@ -761,6 +766,18 @@ impl Orchestrator {
                 self.e.cfg.timeout_ms
             ),
         )
+    }
+}
+
+/// A scope's release of `sid`, warming `ahead` (released a few calls later) and consuming in
+/// batches small enough that the slots just released are still in cache.
+fn release_scope_ref(e: &Engine, sid: SlotId, ahead: Option<SlotId>, reclaim: &mut Vec<SlotId>) {
+    if let Some(a) = ahead {
+        e.slots.prefetch_id(a);
+    }
+    release_ref(e, sid, reclaim);
+    if reclaim.len() >= 32 {
+        consume_all(e, reclaim);
     }
 }
 

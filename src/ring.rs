@@ -270,6 +270,11 @@ impl SlotTable {
         Some(id)
     }
 
+    /// Warm slot `id`'s lines ahead of a walk over many cold slots (a scope's releases).
+    pub fn prefetch_id(&self, id: SlotId) {
+        self.prefetch((id & INDEX_MASK) as usize);
+    }
+
     /// Warm the next entry the claimer will take: a stream of submits walks the table in
     /// free-list order, and each entry's lines are usually cold by then.
     fn prefetch(&self, i: usize) {

@@ -38,6 +38,9 @@ pub struct Run {
     active: AtomicI64,
     /// Submission closed: the hold was dropped (at most once, by the swap in `close`).
     closed: AtomicBool,
+    /// Submission is ending: no lookup will read this run's TensorMap again, so consumption
+    /// leaves its entries to `drop_run` at the end of the run instead of erasing each one.
+    sealed: AtomicBool,
     /// Set once the fence reached zero and the end-of-run cleanup ran.
     finished: AtomicBool,
     /// Per-run task counts (statistics only; no invariant rests on them).
@@ -62,6 +65,7 @@ impl Run {
             first_slot,
             active: AtomicI64::new(1),
             closed: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -103,6 +107,16 @@ impl Run {
         if !self.closed.swap(true, Ordering::AcqRel) {
             self.drop_hold(at_end);
         }
+    }
+
+    /// No further submit will look up this run's TensorMap (set before the outer scope's
+    /// releases, which consume most of a run's slots at once).
+    pub fn seal(&self) {
+        self.sealed.store(true, Ordering::Release);
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.load(Ordering::Acquire)
     }
 
     pub fn is_closed(&self) -> bool {

@@ -15,6 +15,9 @@ pub enum ScopeError {
     TooDeep,
 }
 
+/// How far ahead of its release a scope's slot is announced (a few cache misses' worth).
+pub const AHEAD: usize = 8;
+
 #[derive(Default)]
 pub struct Scope {
     /// Frames; frame 0 is the run's outer scope. Popped frames keep their capacity.
@@ -60,8 +63,9 @@ impl Scope {
         self.stack[self.depth - 1].push(sid);
     }
 
-    /// Pop a nested scope; `release` is called for each registered slot.
-    pub fn end(&mut self, release: impl FnMut(SlotId)) -> Result<(), ScopeError> {
+    /// Pop a nested scope; `release` is called for each registered slot, with the slot it
+    /// will be called for `AHEAD` calls later (to prefetch: a long scope's slots are cold).
+    pub fn end(&mut self, release: impl FnMut(SlotId, Option<SlotId>)) -> Result<(), ScopeError> {
         if self.depth <= 1 {
             return Err(ScopeError::Unbalanced);
         }
@@ -70,17 +74,18 @@ impl Scope {
     }
 
     /// Pop the run's outer scope (close of submission).
-    pub fn end_outer(&mut self, release: impl FnMut(SlotId)) {
+    pub fn end_outer(&mut self, release: impl FnMut(SlotId, Option<SlotId>)) {
         debug_assert_eq!(self.depth, 1);
         self.pop(release);
     }
 
-    fn pop(&mut self, mut release: impl FnMut(SlotId)) {
+    fn pop(&mut self, mut release: impl FnMut(SlotId, Option<SlotId>)) {
         self.depth -= 1;
         let mut frame = std::mem::take(&mut self.stack[self.depth]);
-        for sid in frame.drain(..) {
-            release(sid);
+        for (i, &sid) in frame.iter().enumerate() {
+            release(sid, frame.get(i + AHEAD).copied());
         }
+        frame.clear();
         self.stack[self.depth] = frame;
     }
 }

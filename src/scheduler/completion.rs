@@ -143,7 +143,10 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             // SAFETY: this thread won the CONSUMED transition of every slot in the batch.
             let d = unsafe { slot.data() };
             let Some(r) = d.run.get() else { continue };
-            if let Some(h) = &d.heap {
+            // A sealed run's entries go with its map at the end of the run (no lookup
+            // will read them again); erasing each would be work for nothing.
+            let sealed = r.is_sealed();
+            if let (Some(h), false) = (&d.heap, sealed) {
                 tm.get_or_insert_with(|| e.tensormap.lock())
                     .erase_range(r.id, h.lo, h.hi);
             }
@@ -152,7 +155,7 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
                 // ends, so later readers of its outputs are poisoned, not released onto
                 // garbage.
                 Some(msg) => r.remember_failed(sid, msg),
-                None if !d.outputs.is_empty() => tm
+                None if !d.outputs.is_empty() && !sealed => tm
                     .get_or_insert_with(|| e.tensormap.lock())
                     .erase(r.id, sid, &d.outputs),
                 None => {}
