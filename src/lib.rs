@@ -18,6 +18,7 @@ pub mod run;
 pub mod scheduler;
 pub mod scope;
 pub mod slot;
+pub mod spsc;
 pub(crate) mod sync;
 pub mod task;
 pub mod tensormap;

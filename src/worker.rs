@@ -4,11 +4,10 @@
 
 use crate::error::{err, Error, Result, Status};
 use crate::event::Event;
-use crate::lane::{Completion, Lane, LaneKind, Mailbox};
+use crate::lane::{Lane, LaneKind, Mailbox};
 use crate::orchestrator::Orchestrator;
 use crate::ring::{HeapRings, SlotTable};
 use crate::run::RunRegistry;
-use crossbeam_queue::SegQueue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
@@ -44,13 +43,9 @@ pub struct Engine {
     pub heap: HeapRings,
     pub tensormap: crate::tensormap::TensorMap,
     /// Slots made READY off the scheduler thread (immediately-ready submits), on their way
-    /// to the scheduler's own ready queues.
-    pub ready_in: SegQueue<(crate::slot::SlotId, crate::slot::Route)>,
-    /// Completion FIFO: lanes push, the scheduler drains before dispatching. Bounded
-    /// without loss: a lane holds at most
-    /// MAILBOX_DEPTH jobs and reports each once, so lanes x MAILBOX_DEPTH entries suffice
-    /// (and a ring allocates nothing per item, unlike a segmented queue).
-    pub completions: crossbeam_queue::ArrayQueue<Completion>,
+    /// to the scheduler's own ready queues. Single producer (the orchestrator, under its
+    /// lock), single consumer (the scheduler role's holder).
+    pub ready_in: crate::spsc::Inbox<(crate::slot::SlotId, crate::slot::Route)>,
     /// The scheduler's wake edge.
     pub sched_event: Event,
     /// The scheduler role: its queues and lane books. Whoever holds this lock is the single
@@ -61,6 +56,7 @@ pub struct Engine {
     pub run_event: Arc<Event>,
     pub runs: RunRegistry,
     pub lanes: Vec<Lane>,
+    sub_lanes: usize,
     /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
     pub lane_by_worker: HashMap<i32, u32>,
     pub stop: AtomicBool,
@@ -75,11 +71,10 @@ impl Engine {
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
+    /// Counted once at start: every SUB submit checks it, and walking the lanes would read
+    /// lines their mailboxes keep moving between cores.
     pub fn sub_lane_count(&self) -> usize {
-        self.lanes
-            .iter()
-            .filter(|l| matches!(l.kind, LaneKind::Sub(_)))
-            .count()
+        self.sub_lanes
     }
 }
 
@@ -223,6 +218,7 @@ impl Worker {
             .map(|&kind| Lane {
                 kind,
                 mailbox: Mailbox::default(),
+                done: Default::default(),
             })
             .collect();
         let lane_by_worker = self
@@ -239,14 +235,15 @@ impl Worker {
             slots: SlotTable::new(self.cfg.task_window),
             heap,
             tensormap: Default::default(),
-            ready_in: SegQueue::new(),
-            completions: crossbeam_queue::ArrayQueue::new(
-                (self.specs.len().max(1)) * crate::lane::MAILBOX_DEPTH as usize,
-            ),
+            ready_in: Default::default(),
             sched_event: Event::default(),
             sched: std::sync::Mutex::new(None),
             run_event: Arc::new(Event::default()),
             runs: RunRegistry::default(),
+            sub_lanes: lanes
+                .iter()
+                .filter(|l| matches!(l.kind, LaneKind::Sub(_)))
+                .count(),
             lanes,
             lane_by_worker,
             stop: AtomicBool::new(false),

@@ -10,6 +10,7 @@ pub mod thread;
 
 use crate::event::Event;
 use crate::slot::SlotId;
+use crate::spsc::Padded;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -67,9 +68,9 @@ pub const MAILBOX_DEPTH: u32 = 8;
 /// A posted job is already RUNNING: the scheduler claimed it, so the lane never skips one.
 pub struct Mailbox {
     /// Next slot the scheduler writes; stored (Release) after the job is written.
-    head: AtomicU32,
+    head: Padded<AtomicU32>,
     /// Next slot the lane reads; stored (Release) after the job was read.
-    tail: AtomicU32,
+    tail: Padded<AtomicU32>,
     stop: AtomicBool,
     jobs: [UnsafeCell<Job>; MAILBOX_DEPTH as usize],
     wake: Event,
@@ -83,8 +84,8 @@ unsafe impl Sync for Mailbox {}
 impl Default for Mailbox {
     fn default() -> Self {
         Mailbox {
-            head: AtomicU32::new(0),
-            tail: AtomicU32::new(0),
+            head: Padded(AtomicU32::new(0)),
+            tail: Padded(AtomicU32::new(0)),
             stop: AtomicBool::new(false),
             jobs: Default::default(),
             wake: Event::default(),
@@ -134,19 +135,28 @@ impl Mailbox {
     }
 }
 
-/// Hand a completion to the scheduler. The queue has room for every job a lane can hold
-/// (see `Engine::completions`), so a full queue is a broken invariant, not back-pressure.
+/// Hand a completion to the scheduler. The ring has room for every job a lane can hold (the
+/// scheduler keeps at most MAILBOX_DEPTH outstanding, and one leaves its book only when the
+/// completion is drained), so a full ring is a broken invariant, not back-pressure.
 pub fn report(e: &crate::worker::Engine, c: Completion) {
-    if let Err(c) = e.completions.push(c) {
+    if let Err(c) = e.lanes[c.lane as usize].done.push(c) {
         unreachable!(
-            "completion queue overflow (lane {}, slot {})",
+            "completion ring overflow (lane {}, slot {})",
             c.lane, c.slot
         );
     }
 }
 
-/// A lane as the engine sees it.
+/// A lane as the engine sees it (on lines of its own: two lanes' queues never share one).
+#[repr(align(64))]
 pub struct Lane {
     pub kind: LaneKind,
     pub mailbox: Mailbox,
+    /// Its completions, in job order: the lane produces, the scheduler role consumes.
+    pub done: crate::spsc::Ring<Completion, { MAILBOX_DEPTH as usize }>,
+}
+
+/// Whether any lane has a completion waiting.
+pub fn completions_pending(e: &crate::worker::Engine) -> bool {
+    e.lanes.iter().any(|l| !l.done.is_empty())
 }

@@ -48,7 +48,7 @@ pub struct Sched {
     e: EngineRef,
     /// The ready queues: the scheduler's own, fed by `Engine::ready_in` and by completions.
     /// `None` only while a dispatch pass holds them.
-    queues: Option<queues::ReadyQueues>,
+    queues: Option<Box<queues::ReadyQueues>>,
     /// Scratch: consumers made READY by the completions being drained.
     ready: Vec<(crate::slot::SlotId, crate::slot::Route)>,
     /// Per lane: the jobs posted and not yet reported, and recent job lengths.
@@ -113,7 +113,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
             e.sched_event.wait_until_spin(
                 || {
                     e.sched_event.generation() != seen
-                        || !e.completions.is_empty()
+                        || crate::lane::completions_pending(&e)
                         || !e.ready_in.is_empty()
                         || e.stopping()
                 },
@@ -167,7 +167,7 @@ impl Sched {
             .collect();
         Sched {
             e: EngineRef(Arc::as_ptr(e)),
-            queues: Some(queues::ReadyQueues::new(n)),
+            queues: Some(Box::new(queues::ReadyQueues::new(n))),
             ready: Vec::new(),
             lanes: (0..n).map(|_| LaneBook::default()).collect(),
             reserved: vec![false; n],
@@ -187,9 +187,12 @@ impl Sched {
         let traced = self.e.trace.on();
         let t0 = if traced { self.e.trace.now() } else { 0 };
         let mut done = 0;
-        while let Some(c) = self.e.completions.pop() {
-            self.on_completion(c);
-            done += 1;
+        let e = self.e;
+        for lane in e.lanes.iter() {
+            while let Some(c) = lane.done.pop() {
+                self.on_completion(c);
+                done += 1;
+            }
         }
         let queues = self
             .queues
@@ -223,7 +226,7 @@ impl Sched {
     fn stop_lanes_if_done(&self) -> bool {
         if self.e.stop.load(Ordering::Acquire)
             && self.lanes.iter().all(|b| b.occupancy() == 0)
-            && self.e.completions.is_empty()
+            && !crate::lane::completions_pending(&self.e)
         {
             for lane in self.e.lanes.iter() {
                 lane.mailbox.stop();
