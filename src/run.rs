@@ -3,6 +3,7 @@
 
 use crate::event::{deadline_after, Event};
 use std::collections::HashMap;
+use crate::spsc::Padded;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,7 +36,9 @@ pub struct Run {
     /// First slot id of this run: handles below it name an earlier run.
     pub first_slot: u64,
     /// The fence: live slots of the run plus one while submission is open. Terminal at 0.
-    active: AtomicI64,
+    /// (Its own line: the orchestrator charges it per submit while lanes count completions
+    /// and the submitter reads `id` through the Arc, whose counts share the first line.)
+    active: Padded<AtomicI64>,
     /// Submission closed: the hold was dropped (at most once, by the swap in `close`).
     closed: AtomicBool,
     /// Submission is ending: no lookup will read this run's TensorMap again, so consumption
@@ -44,7 +47,7 @@ pub struct Run {
     /// Set once the fence reached zero and the end-of-run cleanup ran.
     finished: AtomicBool,
     /// Per-run task counts (statistics only; no invariant rests on them).
-    completed: AtomicU64,
+    completed: Padded<AtomicU64>,
     failed: AtomicU64,
     cancelled: AtomicU64,
     /// First failure of the run, reported by every wait; `orchestration` when the run's
@@ -63,11 +66,11 @@ impl Run {
         Run {
             id: NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed),
             first_slot,
-            active: AtomicI64::new(1),
+            active: Padded(AtomicI64::new(1)),
             closed: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             finished: AtomicBool::new(false),
-            completed: AtomicU64::new(0),
+            completed: Padded(AtomicU64::new(0)),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             failure: Mutex::new(None),
