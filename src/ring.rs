@@ -9,6 +9,7 @@
 use crate::callable::Entry;
 use crate::event::Event;
 use crate::slot::{SlotCore, SlotId};
+use crate::spsc::Padded;
 use crate::task::{CallConfig, Tensor};
 use smallvec::SmallVec;
 use std::cell::UnsafeCell;
@@ -169,10 +170,11 @@ pub struct SlotTable {
     chunk_shift: u32,
     window: u32,
     /// Free table entries (the task window's capacity).
-    free: Mutex<FreeList>,
+    /// (This and `cached` on lines of their own: every slot lookup reads the fields above.)
+    free: Padded<Mutex<FreeList>>,
     /// Free indexes held in the claimer's private cache (for `live`; written only by the
     /// claimer, so a plain store).
-    cached: AtomicU32,
+    cached: Padded<AtomicU32>,
     /// Notified when a slot is freed (task-window back-pressure).
     pub freed: Event,
 }
@@ -189,11 +191,11 @@ impl SlotTable {
             chunk,
             chunk_shift: chunk.trailing_zeros(),
             window,
-            free: Mutex::new(FreeList {
+            free: Padded(Mutex::new(FreeList {
                 stack: Vec::new(),
                 fresh: 0,
-            }),
-            cached: AtomicU32::new(0),
+            })),
+            cached: Padded(AtomicU32::new(0)),
             freed: Event::default(),
         }
     }

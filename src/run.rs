@@ -2,8 +2,8 @@
 //! terminal result, and the registry that validates run ids handed out to C.
 
 use crate::event::{deadline_after, Event};
-use std::collections::HashMap;
 use crate::spsc::Padded;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

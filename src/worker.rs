@@ -8,6 +8,7 @@ use crate::lane::{Lane, LaneKind, Mailbox};
 use crate::orchestrator::Orchestrator;
 use crate::ring::{HeapRings, SlotTable};
 use crate::run::RunRegistry;
+use crate::spsc::Padded;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
@@ -41,17 +42,19 @@ pub struct Engine {
     pub cfg: WorkerConfig,
     pub slots: SlotTable,
     pub heap: HeapRings,
-    pub tensormap: crate::tensormap::TensorMap,
+    /// (The three locks and the wake edge below each sit on a line of their own: they are
+    /// written per task by different threads, beside fields every thread reads per task.)
+    pub tensormap: Padded<crate::tensormap::TensorMap>,
     /// Slots made READY off the scheduler thread (immediately-ready submits), on their way
     /// to the scheduler's own ready queues. Single producer (the orchestrator, under its
     /// lock), single consumer (the scheduler role's holder).
     pub ready_in: crate::spsc::Inbox<(crate::slot::SlotId, crate::slot::Route)>,
     /// The scheduler's wake edge.
-    pub sched_event: Event,
+    pub sched_event: Padded<Event>,
     /// The scheduler role: its queues and lane books. Whoever holds this lock is the single
     /// progress owner for that pass: the scheduler thread, or a lane that just completed a
     /// job and would otherwise have to wake the parked scheduler thread.
-    pub sched: std::sync::Mutex<Option<crate::scheduler::Sched>>,
+    pub sched: Padded<std::sync::Mutex<Option<crate::scheduler::Sched>>>,
     /// Notified when a run's fence reaches zero.
     pub run_event: Arc<Event>,
     pub runs: RunRegistry,
@@ -236,8 +239,8 @@ impl Worker {
             heap,
             tensormap: Default::default(),
             ready_in: Default::default(),
-            sched_event: Event::default(),
-            sched: std::sync::Mutex::new(None),
+            sched_event: Default::default(),
+            sched: Padded(std::sync::Mutex::new(None)),
             run_event: Arc::new(Event::default()),
             runs: RunRegistry::default(),
             sub_lanes: lanes
