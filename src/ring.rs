@@ -284,11 +284,14 @@ impl SlotTable {
             let p = &c[i & (self.chunk - 1)] as *const Slot as *const u8;
             for off in (0..std::mem::size_of::<Slot>()).step_by(64) {
                 // SAFETY: prefetching is a hint; the address is inside a live slot.
+                // PREFETCHW asks for the line in exclusive state: the claimer writes it, and
+                // its last writer was usually a lane on the other core.
                 #[cfg(target_arch = "x86_64")]
                 unsafe {
-                    std::arch::x86_64::_mm_prefetch(
-                        p.add(off) as *const i8,
-                        std::arch::x86_64::_MM_HINT_T0,
+                    std::arch::asm!(
+                        "prefetchw byte ptr [{0}]",
+                        in(reg) p.add(off),
+                        options(nostack, preserves_flags, readonly)
                     )
                 };
                 #[cfg(not(target_arch = "x86_64"))]
