@@ -355,6 +355,29 @@ impl Inner {
         if m.live > 0 {
             m.overlapping(&fp, &mut self.scratch);
             seen(m, &self.scratch);
+            if let [idx] = self.scratch[..] {
+                // The same dense bytes written again (a chain on one buffer): take the entry
+                // over in place. Its new sequence number voids the old owner's journaled key,
+                // so the old owner's erase will find nothing.
+                let e = &mut m.entries[idx as usize];
+                if fp.dense && e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi) {
+                    m.seq += 1;
+                    *e = MapEntry {
+                        owner,
+                        lo: fp.lo,
+                        hi: fp.hi,
+                        seq: m.seq,
+                        shape: DENSE,
+                        split: false,
+                    };
+                    return MapKey {
+                        idx,
+                        seq: m.seq,
+                        lo: fp.lo,
+                        hi: fp.hi,
+                    };
+                }
+            }
             for &idx in &self.scratch {
                 let old = m.entries[idx as usize];
                 if fp.covers(&m.footprint(&old)) {
@@ -472,5 +495,42 @@ impl TensorMap {
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owners(m: &mut Inner, run: RunId, lo: u64, len: u64) -> Vec<SlotId> {
+        let mut v = Vec::new();
+        m.lookup(run, &Footprint::dense(lo, len), |s| v.push(s));
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn rewriting_the_same_bytes_takes_the_entry_over_and_voids_the_old_key() {
+        let mut m = Inner::default();
+        let k1 = m.insert(1, Footprint::dense(4096, 64), 11);
+        let k2 = m.lookup_insert(1, Footprint::dense(4096, 64), 22, |p| assert_eq!(p, 11));
+        assert_eq!(owners(&mut m, 1, 4096, 64), vec![22]);
+        assert_eq!(m.len(), 1);
+        // The superseded writer is consumed first: its erase must not remove the new entry.
+        m.erase(1, 11, &[k1]);
+        assert_eq!(owners(&mut m, 1, 4096, 64), vec![22]);
+        m.erase(1, 22, &[k2]);
+        assert!(owners(&mut m, 1, 4096, 64).is_empty());
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_partial_rewrite_still_splits() {
+        let mut m = Inner::default();
+        m.insert(1, Footprint::dense(0, 256), 11);
+        m.insert(1, Footprint::dense(64, 64), 22);
+        assert_eq!(owners(&mut m, 1, 0, 64), vec![11]);
+        assert_eq!(owners(&mut m, 1, 64, 64), vec![22]);
+        assert_eq!(owners(&mut m, 1, 128, 128), vec![11]);
     }
 }
