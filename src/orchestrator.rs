@@ -13,7 +13,7 @@ use crate::error::{err, Error, Result, Status};
 use crate::ring::{
     align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind,
 };
-use crate::run::{Run, RunId};
+use crate::run::{Run, RunId, RunRef};
 use crate::scheduler::completion::{
     consume_all, enqueue_ready, propagate_pending, release_ref, retire,
 };
@@ -92,8 +92,10 @@ impl Orchestrator {
         &self.e
     }
 
-    /// The run being built, checked against the calling thread.
-    fn building(&self) -> Result<Arc<Run>> {
+    /// The run being built, checked against the calling thread. Uncounted: `self.run` holds
+    /// it for as long as the orchestrator builds it, and a submit is one counted clone and
+    /// drop fewer on a line the run's other users read.
+    fn building(&self) -> Result<RunRef> {
         match &self.run {
             None => err(
                 Status::WrongState,
@@ -106,7 +108,7 @@ impl Orchestrator {
                     r.id
                 ),
             ),
-            Some(r) => Ok(r.clone()),
+            Some(r) => Ok(RunRef::of(r)),
         }
     }
 
@@ -143,11 +145,11 @@ impl Orchestrator {
     }
 
     fn check_run_id(&self, run_id: RunId) -> Result<Arc<Run>> {
-        let run = self.building()?;
-        if run.id != run_id {
-            return self.foreign_run(run_id, run.id);
+        let id = self.building()?.id;
+        if id != run_id {
+            return self.foreign_run(run_id, id);
         }
-        Ok(run)
+        Ok(self.run.clone().expect("building() saw it"))
     }
 
     fn foreign_run<T>(&self, run_id: RunId, current: RunId) -> Result<T> {
@@ -304,11 +306,12 @@ impl Orchestrator {
         config: &CallConfig,
         workers: &[i32],
     ) -> Result<TaskHandle> {
-        let run = self.building()?;
-        let (entry, heap_bytes) = self.validate(kind, callable, members, workers, &run)?;
+        let rr = self.building()?;
+        let run = rr.get().expect("the open run");
+        let (entry, heap_bytes) = self.validate(kind, callable, members, workers, run)?;
 
         // Step 1: slot and heap slab (the only blocking point); the slot is the run's after.
-        let (sid, slab) = self.claim_slot(&run, heap_bytes)?;
+        let (sid, slab) = self.claim_slot(rr, heap_bytes)?;
         let slot = self.e.slots.get(sid);
         // SAFETY: the slot is BUILDING and owned by this thread.
         let d = unsafe { slot.data() };
@@ -663,7 +666,7 @@ impl Orchestrator {
     /// `alloc()`: a runtime-owned buffer as a synthetic COMPLETED slot that owns a heap slab;
     /// INPUT/INOUT tensors on the buffer resolve to it, and it is reclaimed once CONSUMED.
     pub fn alloc(&mut self, shape: &[u64], dtype: u32) -> Result<(*mut u8, TaskHandle)> {
-        let run = self.building()?;
+        let rr = self.building()?;
         if shape.len() > MAX_TENSOR_DIMS {
             return err(
                 Status::InvalidArgument,
@@ -692,20 +695,20 @@ impl Orchestrator {
                 self.e.cfg.heap_ring_size,
             ));
         }
-        let (sid, ptr) = self.claim_slot(&run, aligned)?;
+        let (sid, ptr) = self.claim_slot(rr, aligned)?;
         let slot = self.e.slots.get(sid);
         // SAFETY: BUILDING, owned by this thread.
         let d = unsafe { slot.data() };
         d.kind = SlotKind::Alloc;
         self.scope.register(sid);
         let fp = Footprint::dense(ptr as u64, bytes);
-        let key = self.e.tensormap.lock().insert(run.id, fp, sid);
+        let key = self.e.tensormap.lock().insert(rr.id, fp, sid);
         d.outputs.push(key);
         slot.core.complete_synthetic(0); // scope reference charged by the claim
         Ok((
             ptr,
             TaskHandle {
-                run_id: run.id,
+                run_id: rr.id,
                 slot: sid,
             },
         ))
@@ -717,7 +720,8 @@ impl Orchestrator {
     /// the ring of the current scope depth (both may wait, up to the timeout). Then the
     /// ownership boundary: the sequence number is issued, the slot is charged to the run and
     /// records it and its slab. A failure leaves nothing behind. Returns the slab (or null).
-    fn claim_slot(&mut self, run: &Arc<Run>, bytes: u64) -> Result<(SlotId, *mut u8)> {
+    fn claim_slot(&mut self, rr: RunRef, bytes: u64) -> Result<(SlotId, *mut u8)> {
+        let run = rr.get().expect("the open run");
         let deadline = self.timeout();
         let Some(sid) = self
             .e
@@ -752,7 +756,7 @@ impl Orchestrator {
         run.register_slot();
         // SAFETY: the slot is BUILDING and owned by this thread.
         let d = unsafe { self.e.slots.get(sid).data() };
-        d.run = crate::run::RunRef::of(run);
+        d.run = rr;
         d.heap = slab.1;
         Ok((sid, slab.0))
     }

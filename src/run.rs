@@ -227,11 +227,13 @@ impl RunRef {
         }
     }
 
-    /// The run, for a slot that is not yet consumed (callers hold such a slot).
+    /// The run, for a slot that is not yet consumed (callers hold such a slot), or for the
+    /// orchestrator while the run is open (it holds the run's `Arc`).
     pub fn get(&self) -> Option<&Run> {
         // SAFETY: non-null only while the slot holding it is charged to the run's fence
         // (set at submit after `register_slot`, cleared when the slot is consumed), and the
-        // run is not freed before its fence reaches zero (see the type's comment).
+        // run is not freed before its fence reaches zero (see the type's comment); or taken
+        // by the orchestrator from the `Arc` it keeps while the run is open.
         unsafe { self.ptr.as_ref() }
     }
 
