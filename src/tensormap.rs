@@ -358,9 +358,15 @@ impl Inner {
             if let [idx] = self.scratch[..] {
                 // The same dense bytes written again (a chain on one buffer): take the entry
                 // over in place. Its new sequence number voids the old owner's journaled key,
-                // so the old owner's erase will find nothing.
+                // so the old owner's erase will find nothing. Only in the granule index: the
+                // ordered index is keyed by the sequence number too.
                 let e = &mut m.entries[idx as usize];
-                if fp.dense && e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi) {
+                let (g0, g1) = granules(fp.lo, fp.hi);
+                if fp.dense
+                    && e.shape == DENSE
+                    && (e.lo, e.hi) == (fp.lo, fp.hi)
+                    && g1 - g0 < SMALL_GRANULES
+                {
                     m.seq += 1;
                     *e = MapEntry {
                         owner,
@@ -522,6 +528,24 @@ mod tests {
         m.erase(1, 22, &[k2]);
         assert!(owners(&mut m, 1, 4096, 64).is_empty());
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn rewriting_a_big_footprint_keeps_the_ordered_index_consistent() {
+        // 16 granules: the ordered index, keyed by (lo, sequence).
+        let mut m = Inner::default();
+        // (An unrelated entry keeps the run's map from being emptied and recycled.)
+        m.insert(1, Footprint::dense(64 << 20, 64), 99);
+        let k1 = m.insert(1, Footprint::dense(1 << 20, 4096), 11);
+        let k2 = m.insert(1, Footprint::dense(1 << 20, 4096), 22);
+        m.erase(1, 11, &[k1]);
+        m.erase(1, 22, &[k2]);
+        assert_eq!(m.len(), 1);
+        // The freed entry is reused for the same bytes: nothing stale may point at it too.
+        m.insert(1, Footprint::dense(1 << 20, 4096), 33);
+        m.insert(1, Footprint::dense(1 << 20, 4096), 44);
+        assert_eq!(owners(&mut m, 1, 1 << 20, 4096), vec![44]);
+        assert_eq!(m.len(), 2);
     }
 
     #[test]
