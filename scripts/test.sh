@@ -100,7 +100,7 @@ rust_tests() {
 stage "Rust tests" rust_tests
 
 loom_models() {
-    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_slot
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_slot --test loom_spsc
 }
 if [ -f tests/loom_slot.rs ]; then
     stage "loom models (tests/loom_slot.rs)" loom_models

@@ -8,10 +8,9 @@
 //! contract: the orchestrator lock orders successive builders, the scheduler role lock
 //! successive consumers, and a lane is one thread.
 
-use std::cell::UnsafeCell;
+use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// A value on a cache line of its own: each side of a queue writes its own index, and two
 /// indexes on one line would move it between cores on every push and every pop.
@@ -59,8 +58,10 @@ impl<T, const N: usize> Ring<T, N> {
         if t - self.head.load(Ordering::Acquire) >= N as u64 {
             return Err(v);
         }
-        // SAFETY: slot t is outside [head, tail): the consumer does not touch it.
-        unsafe { (*self.items[(t % N as u64) as usize].get()).write(v) };
+        self.items[(t % N as u64) as usize].with_mut(|p| {
+            // SAFETY: slot t is outside [head, tail): the consumer does not touch it.
+            unsafe { (*p).write(v) };
+        });
         self.tail.store(t + 1, Ordering::Release);
         Ok(())
     }
@@ -71,8 +72,10 @@ impl<T, const N: usize> Ring<T, N> {
         if h == self.tail.load(Ordering::Acquire) {
             return None;
         }
-        // SAFETY: slot h is inside [head, tail), written before the tail we read.
-        let v = unsafe { (*self.items[(h % N as u64) as usize].get()).assume_init_read() };
+        let v = self.items[(h % N as u64) as usize].with(|p| {
+            // SAFETY: slot h is inside [head, tail), written before the tail we read.
+            unsafe { (*p).assume_init_read() }
+        });
         self.head.store(h + 1, Ordering::Release);
         Some(v)
     }
@@ -89,7 +92,11 @@ impl<T, const N: usize> Drop for Ring<T, N> {
     }
 }
 
+#[cfg(not(loom))]
 const BLOCK: usize = 256;
+/// Small under loom, so a model crosses block boundaries (link, retire, spare reuse).
+#[cfg(loom)]
+const BLOCK: usize = 2;
 
 struct Block<T> {
     items: [UnsafeCell<MaybeUninit<T>>; BLOCK],
@@ -145,22 +152,27 @@ impl<T> Inbox<T> {
     pub fn push(&self, v: T) {
         let n = self.pushed.load(Ordering::Relaxed);
         let i = (n % BLOCK as u64) as usize;
-        // SAFETY: the producer owns `tail`.
-        let tail = unsafe { &mut *self.tail.get() };
-        if i == 0 && n > 0 {
-            // The current block is full: link a fresh one (the consumer follows `next` only
-            // after it has seen item n published, which this link precedes).
-            let mut b = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
-            if b.is_null() {
-                b = Block::alloc();
+        self.tail.with_mut(|tail| {
+            // SAFETY: the producer owns `tail`.
+            let tail = unsafe { &mut *tail };
+            if i == 0 && n > 0 {
+                // The current block is full: link a fresh one (the consumer follows `next`
+                // only after it has seen item n published, which this link precedes).
+                let mut b = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
+                if b.is_null() {
+                    b = Block::alloc();
+                }
+                // SAFETY: `*tail` is live (the consumer frees a block only after leaving it,
+                // and it cannot leave the block the producer is still filling).
+                unsafe { (**tail).next.store(b, Ordering::Relaxed) };
+                *tail = b;
             }
-            // SAFETY: `*tail` is live (the consumer frees a block only after leaving it, and
-            // it cannot leave the block the producer is still filling).
-            unsafe { (**tail).next.store(b, Ordering::Relaxed) };
-            *tail = b;
-        }
-        // SAFETY: item n is beyond `pushed`: the consumer does not read it yet.
-        unsafe { (*(**tail).items[i].get()).write(v) };
+            // SAFETY: `*tail` is live (as above).
+            unsafe { &(**tail).items[i] }.with_mut(|p| {
+                // SAFETY: item n is beyond `pushed`: the consumer does not read it yet.
+                unsafe { (*p).write(v) };
+            });
+        });
         self.pushed.store(n + 1, Ordering::Release);
     }
 
@@ -171,16 +183,21 @@ impl<T> Inbox<T> {
             return None;
         }
         let i = (n % BLOCK as u64) as usize;
-        // SAFETY: the consumer owns `head`.
-        let head = unsafe { &mut *self.head.get() };
-        if i == 0 && n > 0 {
-            // Item n is in the next block, linked before item n was published.
-            // SAFETY: `*head` is live until this consumer retires it here.
-            let next = unsafe { (**head).next.load(Ordering::Relaxed) };
-            self.retire(std::mem::replace(head, next));
-        }
-        // SAFETY: item n was written before the `pushed` value we read.
-        let v = unsafe { (*(**head).items[i].get()).assume_init_read() };
+        let v = self.head.with_mut(|head| {
+            // SAFETY: the consumer owns `head`.
+            let head = unsafe { &mut *head };
+            if i == 0 && n > 0 {
+                // Item n is in the next block, linked before item n was published.
+                // SAFETY: `*head` is live until this consumer retires it here.
+                let next = unsafe { (**head).next.load(Ordering::Relaxed) };
+                self.retire(std::mem::replace(head, next));
+            }
+            // SAFETY: `*head` is live (as above).
+            unsafe { &(**head).items[i] }.with(|p| {
+                // SAFETY: item n was written before the `pushed` value we read.
+                unsafe { (*p).assume_init_read() }
+            })
+        });
         self.popped.store(n + 1, Ordering::Release);
         Some(v)
     }
@@ -206,17 +223,16 @@ impl<T> Drop for Inbox<T> {
     fn drop(&mut self) {
         while self.pop().is_some() {}
         // SAFETY: exclusive access; after draining, head == tail is the only live block.
-        unsafe {
-            drop(Box::from_raw(*self.head.get()));
-            let s = *self.spare.get_mut();
-            if !s.is_null() {
-                drop(Box::from_raw(s));
-            }
+        self.head.with_mut(|h| drop(unsafe { Box::from_raw(*h) }));
+        let s = self.spare.swap(ptr::null_mut(), Ordering::Relaxed);
+        if !s.is_null() {
+            // SAFETY: a spare is owned by the queue alone.
+            drop(unsafe { Box::from_raw(s) });
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
