@@ -210,6 +210,95 @@ impl RunMap {
         self.splits = false;
     }
 
+    /// An insert of a dense footprint within one granule (a small buffer, the common case)
+    /// with one hash probe: the granule's list is walked for overlaps and, when there is none,
+    /// the new entry is linked at its head through the same probe. With exactly one overlap
+    /// of the same bytes the entry is taken over in place (see `insert_with`). Returns `None`
+    /// (having changed nothing and not called `seen`) when another case applies.
+    fn insert_one_granule(
+        &mut self,
+        fp: &Footprint,
+        owner: SlotId,
+        seen: &mut Option<impl FnOnce(&RunMap, &[u32])>,
+        scratch: &mut Vec<u32>,
+    ) -> Option<MapKey> {
+        let (g, g1) = granules(fp.lo, fp.hi);
+        if !fp.dense || g != g1 || !self.big.is_empty() {
+            return None;
+        }
+        scratch.clear();
+        let mut l = self.small.get(&g).copied().unwrap_or(NIL);
+        while l != NIL {
+            let k = self.links[l as usize];
+            let e = &self.entries[k.idx as usize];
+            if e.lo < fp.hi && fp.lo < e.hi && (e.shape == DENSE || self.footprint(e).overlaps(fp))
+            {
+                scratch.push(k.idx);
+            }
+            l = k.next;
+        }
+        match scratch[..] {
+            [] => {}
+            [idx] => {
+                let e = self.entries[idx as usize];
+                if e.shape != DENSE || (e.lo, e.hi) != (fp.lo, fp.hi) {
+                    return None;
+                }
+                if let Some(f) = seen.take() {
+                    f(self, scratch);
+                }
+                // Take over: the new sequence voids the old owner's key.
+                self.seq += 1;
+                self.entries[idx as usize] = MapEntry {
+                    owner,
+                    seq: self.seq,
+                    split: false,
+                    ..e
+                };
+                return Some(MapKey {
+                    idx,
+                    seq: self.seq,
+                    lo: fp.lo,
+                    hi: fp.hi,
+                });
+            }
+            _ => return None,
+        }
+        if let Some(f) = seen.take() {
+            f(self, scratch);
+        }
+        self.seq += 1;
+        let e = MapEntry {
+            owner,
+            lo: fp.lo,
+            hi: fp.hi,
+            seq: self.seq,
+            shape: DENSE,
+            split: false,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = e;
+                i
+            }
+            None => {
+                self.entries.push(e);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let link = self.new_link(idx, NIL);
+        let head = self.small.entry(g).or_insert(NIL);
+        self.links[link as usize].next = *head;
+        *head = link;
+        self.live += 1;
+        Some(MapKey {
+            idx,
+            seq: self.seq,
+            lo: fp.lo,
+            hi: fp.hi,
+        })
+    }
+
     fn add(&mut self, fp: Footprint, owner: SlotId) -> MapKey {
         self.seq += 1;
         let seq = self.seq;
@@ -352,37 +441,17 @@ impl Inner {
             }
         };
         let m = &mut self.runs[i].1;
+        let mut seen = Some(seen);
+        if let Some(k) = m.insert_one_granule(&fp, owner, &mut seen, &mut self.scratch) {
+            if self.scratch.is_empty() {
+                self.total += 1;
+            }
+            return k;
+        }
         if m.live > 0 {
             m.overlapping(&fp, &mut self.scratch);
-            seen(m, &self.scratch);
-            if let [idx] = self.scratch[..] {
-                // The same dense bytes written again (a chain on one buffer): take the entry
-                // over in place. Its new sequence number voids the old owner's journaled key,
-                // so the old owner's erase will find nothing. Only in the granule index: the
-                // ordered index is keyed by the sequence number too.
-                let e = &mut m.entries[idx as usize];
-                let (g0, g1) = granules(fp.lo, fp.hi);
-                if fp.dense
-                    && e.shape == DENSE
-                    && (e.lo, e.hi) == (fp.lo, fp.hi)
-                    && g1 - g0 < SMALL_GRANULES
-                {
-                    m.seq += 1;
-                    *e = MapEntry {
-                        owner,
-                        lo: fp.lo,
-                        hi: fp.hi,
-                        seq: m.seq,
-                        shape: DENSE,
-                        split: false,
-                    };
-                    return MapKey {
-                        idx,
-                        seq: m.seq,
-                        lo: fp.lo,
-                        hi: fp.hi,
-                    };
-                }
+            if let Some(f) = seen.take() {
+                f(m, &self.scratch);
             }
             for &idx in &self.scratch {
                 let old = m.entries[idx as usize];
