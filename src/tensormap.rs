@@ -210,6 +210,44 @@ impl RunMap {
         self.splits = false;
     }
 
+    /// The granule `fp` lies in, when it is dense, within one granule, and no big entry could
+    /// reach it: then that granule's list holds every entry it overlaps.
+    fn one_granule(&self, fp: &Footprint) -> Option<u64> {
+        let (g, g1) = granules(fp.lo, fp.hi);
+        (fp.dense && g == g1 && self.big.is_empty()).then_some(g)
+    }
+
+    /// Entries of granule `g`'s list that overlap `fp`, walked in place.
+    fn granule_overlaps<'a>(&'a self, g: u64, fp: &'a Footprint) -> impl Iterator<Item = u32> + 'a {
+        let mut l = self.small.get(&g).copied().unwrap_or(NIL);
+        std::iter::from_fn(move || {
+            while l != NIL {
+                let k = self.links[l as usize];
+                l = k.next;
+                let e = &self.entries[k.idx as usize];
+                if e.lo < fp.hi
+                    && fp.lo < e.hi
+                    && (e.shape == DENSE || self.footprint(e).overlaps(fp))
+                {
+                    return Some(k.idx);
+                }
+            }
+            None
+        })
+    }
+
+    /// A lookup of a dense footprint within one granule, without a candidate vector. False
+    /// (nothing called) when another case applies.
+    fn lookup_one_granule(&self, fp: &Footprint, f: &mut impl FnMut(SlotId)) -> bool {
+        let Some(g) = self.one_granule(fp) else {
+            return false;
+        };
+        for idx in self.granule_overlaps(g, fp) {
+            f(self.entries[idx as usize].owner);
+        }
+        true
+    }
+
     /// An insert of a dense footprint within one granule (a small buffer, the common case)
     /// with one hash probe: the granule's list is walked for overlaps and, when there is none,
     /// the new entry is linked at its head through the same probe. With exactly one overlap
@@ -222,21 +260,9 @@ impl RunMap {
         seen: &mut Option<impl FnOnce(&RunMap, &[u32])>,
         scratch: &mut Vec<u32>,
     ) -> Option<MapKey> {
-        let (g, g1) = granules(fp.lo, fp.hi);
-        if !fp.dense || g != g1 || !self.big.is_empty() {
-            return None;
-        }
+        let g = self.one_granule(fp)?;
         scratch.clear();
-        let mut l = self.small.get(&g).copied().unwrap_or(NIL);
-        while l != NIL {
-            let k = self.links[l as usize];
-            let e = &self.entries[k.idx as usize];
-            if e.lo < fp.hi && fp.lo < e.hi && (e.shape == DENSE || self.footprint(e).overlaps(fp))
-            {
-                scratch.push(k.idx);
-            }
-            l = k.next;
-        }
+        scratch.extend(self.granule_overlaps(g, fp));
         match scratch[..] {
             [] => {}
             [idx] => {
@@ -396,6 +422,9 @@ impl Inner {
         let Some(m) = self.runs.iter().find(|r| r.0 == run).map(|r| &r.1) else {
             return;
         };
+        if m.lookup_one_granule(fp, &mut f) {
+            return;
+        }
         m.overlapping(fp, &mut self.scratch);
         for &i in &self.scratch {
             f(m.entries[i as usize].owner);
