@@ -103,7 +103,7 @@ loom_models() {
     RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_slot --test loom_spsc
 }
 if [ -f tests/loom_slot.rs ]; then
-    stage "loom models (tests/loom_slot.rs)" loom_models
+    stage "loom models (tests/loom_slot.rs, tests/loom_spsc.rs)" loom_models
 else
     results+=("SKIP  loom models (no tests/loom_slot.rs)")
 fi
