@@ -108,6 +108,14 @@ impl RunMap {
         }
     }
 
+    /// Whether entry `e` overlaps `fp`. Two dense ranges overlap iff their intervals meet:
+    /// no footprint to build.
+    fn entry_overlaps(&self, e: &MapEntry, fp: &Footprint) -> bool {
+        e.lo < fp.hi
+            && fp.lo < e.hi
+            && ((fp.dense && e.shape == DENSE) || self.footprint(e).overlaps(fp))
+    }
+
     /// Slab indexes of the entries whose footprint overlaps `fp`, into `out` (deduplicated).
     fn overlapping(&self, fp: &Footprint, out: &mut Vec<u32>) {
         out.clear();
@@ -135,13 +143,7 @@ impl RunMap {
             let from = fp.lo.saturating_sub(self.big_max_len);
             out.extend(self.big.range((from, 0)..(fp.hi, 0)).map(|(_, &i)| i));
         }
-        out.retain(|&i| {
-            let e = &self.entries[i as usize];
-            // Two dense ranges overlap iff their intervals meet: no footprint to build.
-            e.lo < fp.hi
-                && fp.lo < e.hi
-                && ((fp.dense && e.shape == DENSE) || self.footprint(e).overlaps(fp))
-        });
+        out.retain(|&i| self.entry_overlaps(&self.entries[i as usize], fp));
     }
 
     fn collect(&self, mut l: u32, out: &mut Vec<u32>) {
@@ -224,11 +226,7 @@ impl RunMap {
             while l != NIL {
                 let k = self.links[l as usize];
                 l = k.next;
-                let e = &self.entries[k.idx as usize];
-                if e.lo < fp.hi
-                    && fp.lo < e.hi
-                    && (e.shape == DENSE || self.footprint(e).overlaps(fp))
-                {
+                if self.entry_overlaps(&self.entries[k.idx as usize], fp) {
                     return Some(k.idx);
                 }
             }
@@ -248,11 +246,10 @@ impl RunMap {
         true
     }
 
-    /// An insert of a dense footprint within one granule (a small buffer, the common case)
-    /// with one hash probe: the granule's list is walked for overlaps and, when there is none,
-    /// the new entry is linked at its head through the same probe. With exactly one overlap
-    /// of the same bytes the entry is taken over in place (see `insert_with`). Returns `None`
-    /// (having changed nothing and not called `seen`) when another case applies.
+    /// An insert of a dense footprint within one granule (a small buffer, the common case):
+    /// the granule's list is walked for overlaps; with none the entry is added, with exactly
+    /// one over the same bytes that entry is taken over in place (a chain rewriting one
+    /// buffer). Returns `None` (having changed nothing and not called `seen`) otherwise.
     fn insert_one_granule(
         &mut self,
         fp: &Footprint,
@@ -263,60 +260,25 @@ impl RunMap {
         let g = self.one_granule(fp)?;
         scratch.clear();
         scratch.extend(self.granule_overlaps(g, fp));
-        match scratch[..] {
-            [] => {}
-            [idx] => {
-                let e = self.entries[idx as usize];
-                if e.shape != DENSE || (e.lo, e.hi) != (fp.lo, fp.hi) {
-                    return None;
-                }
-                if let Some(f) = seen.take() {
-                    f(self, scratch);
-                }
-                // Take over: the new sequence voids the old owner's key.
-                self.seq += 1;
-                self.entries[idx as usize] = MapEntry {
-                    owner,
-                    seq: self.seq,
-                    split: false,
-                    ..e
-                };
-                return Some(MapKey {
-                    idx,
-                    seq: self.seq,
-                    lo: fp.lo,
-                    hi: fp.hi,
-                });
-            }
+        let same_bytes = |e: &MapEntry| e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi);
+        let take_over = match scratch[..] {
+            [] => None,
+            [idx] if same_bytes(&self.entries[idx as usize]) => Some(idx),
             _ => return None,
-        }
+        };
         if let Some(f) = seen.take() {
             f(self, scratch);
         }
+        let Some(idx) = take_over else {
+            return Some(self.add(*fp, owner));
+        };
+        // The new sequence number voids the old owner's journaled key: its erase finds
+        // nothing. (Only in the granule index: the ordered one is keyed by sequence too.)
         self.seq += 1;
-        let e = MapEntry {
-            owner,
-            lo: fp.lo,
-            hi: fp.hi,
-            seq: self.seq,
-            shape: DENSE,
-            split: false,
-        };
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.entries[i as usize] = e;
-                i
-            }
-            None => {
-                self.entries.push(e);
-                (self.entries.len() - 1) as u32
-            }
-        };
-        let link = self.new_link(idx, NIL);
-        let head = self.small.entry(g).or_insert(NIL);
-        self.links[link as usize].next = *head;
-        *head = link;
-        self.live += 1;
+        let e = &mut self.entries[idx as usize];
+        e.owner = owner;
+        e.seq = self.seq;
+        e.split = false;
         Some(MapKey {
             idx,
             seq: self.seq,
@@ -406,7 +368,6 @@ impl RunMap {
 pub struct Inner {
     /// Per-run maps; a handful of runs are live at once, so a vector beats hashing.
     runs: Vec<(RunId, RunMap)>,
-    total: usize,
     scratch: Vec<u32>,
     /// Maps of ended runs, emptied, for the next runs (a run of 100k tasks would otherwise
     /// grow a fresh index every time).
@@ -472,9 +433,6 @@ impl Inner {
         let m = &mut self.runs[i].1;
         let mut seen = Some(seen);
         if let Some(k) = m.insert_one_granule(&fp, owner, &mut seen, &mut self.scratch) {
-            if self.scratch.is_empty() {
-                self.total += 1;
-            }
             return k;
         }
         if m.live > 0 {
@@ -486,22 +444,18 @@ impl Inner {
                 let old = m.entries[idx as usize];
                 if fp.covers(&m.footprint(&old)) {
                     m.remove(idx);
-                    self.total -= 1;
                 } else if fp.dense && old.shape == DENSE {
                     // Dense over dense: the old writer keeps exactly the bytes left over.
                     m.remove(idx);
-                    self.total -= 1;
                     for (lo, hi) in [(old.lo, fp.lo), (fp.hi, old.hi)] {
                         if lo < hi {
                             m.add_entry(Footprint::dense(lo, hi - lo), old.owner, old.seq, true);
-                            self.total += 1;
                         }
                     }
                     m.splits = true;
                 }
             }
         }
-        self.total += 1;
         m.add(fp, owner)
     }
 
@@ -516,7 +470,6 @@ impl Inner {
             let direct = e.filter(|e| e.seq == k.seq && e.owner == owner);
             if let Some(e) = direct {
                 m.remove(k.idx);
-                self.total -= 1;
                 if !e.split {
                     continue;
                 }
@@ -528,7 +481,6 @@ impl Inner {
                     let p = m.entries[idx as usize];
                     if p.owner == owner && p.seq == k.seq {
                         m.remove(idx);
-                        self.total -= 1;
                     }
                 }
             }
@@ -550,7 +502,6 @@ impl Inner {
             let e = m.entries[idx as usize];
             if e.lo >= lo && e.hi <= hi {
                 m.remove(idx);
-                self.total -= 1;
             }
         }
         if m.live == 0 {
@@ -561,7 +512,6 @@ impl Inner {
     /// Forget everything of a finished run (including failure tombstones). Idempotent.
     pub fn drop_run(&mut self, run: RunId) {
         if let Some(i) = self.runs.iter().position(|r| r.0 == run) {
-            self.total -= self.runs[i].1.live;
             self.retire(i);
         }
     }
@@ -574,12 +524,13 @@ impl Inner {
         }
     }
 
+    /// Entries of all runs (counted per run map, which keeps `live` for itself).
     pub fn len(&self) -> usize {
-        self.total
+        self.runs.iter().map(|r| r.1.live).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.len() == 0
     }
 }
 
