@@ -3,7 +3,7 @@
 //! Waking a parked thread costs about 45 us on these machines, a spinning handoff about 56 ns
 //! (DESIGN §6), so every wait on the hot path spins for a bounded time first, yielding its
 //! core to the threads that have work (there are only two cores), and parks only when the
-//! wait outlasts the spin budget. A notifier touches the mutex only when someone is parked.
+//! wait outlasts the spin budget. A notifier makes the wake syscall only when someone is parked.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;

@@ -1,12 +1,13 @@
-//! Single-producer single-consumer queues for the two per-task handoffs that have exactly one
+//! Single-producer single-consumer queues for the per-task handoffs that have exactly one
 //! writer and one reader at a time: the orchestrator's immediately-READY slots to the
-//! scheduler role (`Inbox`), and a lane's completions to the scheduler role (`Ring`).
+//! scheduler role (`Inbox`), the scheduler role's jobs to a lane and a lane's completions back
+//! (`Ring`, in `lane::Mailbox` and `lane::Lane::done`).
 //!
 //! Each side owns its index and publishes it with a plain Release store, so a push or a pop
 //! costs no locked instruction. The crossbeam MPMC queues these replace paid two per item on
 //! lines both cores write, which was a fifth of W1's profile. "One at a time" is the callers'
 //! contract: the orchestrator lock orders successive builders, the scheduler role lock
-//! successive consumers, and a lane is one thread.
+//! successive role holders, and a lane is one thread.
 
 use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
 use std::mem::MaybeUninit;

@@ -10,9 +10,8 @@ pub mod thread;
 
 use crate::event::Event;
 use crate::slot::SlotId;
-use crate::spsc::Padded;
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::spsc::Ring;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A dispatch: one member of one slot.
@@ -64,43 +63,30 @@ impl LaneKind {
 pub const MAILBOX_DEPTH: u32 = 8;
 
 /// The scheduler -> lane handoff: a single-producer (the scheduler role's holder, one at a time
-/// under the role lock) single-consumer (lane) ring.
-/// A posted job is already RUNNING: the scheduler claimed it, so the lane never skips one.
+/// under the role lock) single-consumer (lane) ring, with the lane's wake-up.
 pub struct Mailbox {
-    /// Next slot the scheduler writes; stored (Release) after the job is written.
-    head: Padded<AtomicU32>,
-    /// Next slot the lane reads; stored (Release) after the job was read.
-    tail: Padded<AtomicU32>,
+    jobs: Ring<Job, { MAILBOX_DEPTH as usize }>,
     stop: AtomicBool,
-    jobs: [UnsafeCell<Job>; MAILBOX_DEPTH as usize],
     wake: Event,
 }
-
-// SAFETY: job i is written by the scheduler only while it is outside [tail, head) (the
-// scheduler never has more than MAILBOX_DEPTH jobs outstanding on a lane) and read by the
-// lane only inside it, after observing `head` with Acquire.
-unsafe impl Sync for Mailbox {}
 
 impl Default for Mailbox {
     fn default() -> Self {
         Mailbox {
-            head: Padded(AtomicU32::new(0)),
-            tail: Padded(AtomicU32::new(0)),
+            jobs: Ring::default(),
             stop: AtomicBool::new(false),
-            jobs: Default::default(),
             wake: Event::default(),
         }
     }
 }
 
 impl Mailbox {
-    /// Scheduler: post a job; the caller keeps at most MAILBOX_DEPTH outstanding.
+    /// Scheduler: post a job. The scheduler keeps at most MAILBOX_DEPTH outstanding per lane
+    /// (its lane book), so a full mailbox is a broken invariant, not back-pressure.
     pub fn post(&self, job: Job) {
-        let h = self.head.load(Ordering::Relaxed);
-        debug_assert!(h.wrapping_sub(self.tail.load(Ordering::Acquire)) < MAILBOX_DEPTH);
-        // SAFETY: slot h is outside [tail, head): the lane does not read it.
-        unsafe { *self.jobs[(h % MAILBOX_DEPTH) as usize].get() = job };
-        self.head.store(h.wrapping_add(1), Ordering::Release);
+        if self.jobs.push(job).is_err() {
+            unreachable!("mailbox overflow (slot {})", job.slot);
+        }
         self.wake.notify_cond();
     }
 
@@ -114,24 +100,17 @@ impl Mailbox {
     /// parking (after short jobs the next one is usually a handoff away; after long ones,
     /// spinning would only take CPU from the lanes still running kernels).
     pub fn next(&self, spin: bool) -> Option<Job> {
-        let t = self.tail.load(Ordering::Relaxed);
         let budget = if spin {
             crate::event::spin_budget()
         } else {
             std::time::Duration::ZERO
         };
         self.wake.wait_until_spin(
-            || self.head.load(Ordering::Acquire) != t || self.stop.load(Ordering::Acquire),
+            || !self.jobs.is_empty() || self.stop.load(Ordering::Acquire),
             None,
             budget,
         );
-        if self.head.load(Ordering::Acquire) == t {
-            return None;
-        }
-        // SAFETY: slot t is inside [tail, head), published by the Acquire load above.
-        let job = unsafe { *self.jobs[(t % MAILBOX_DEPTH) as usize].get() };
-        self.tail.store(t.wrapping_add(1), Ordering::Release);
-        Some(job)
+        self.jobs.pop()
     }
 }
 
@@ -153,7 +132,7 @@ pub struct Lane {
     pub kind: LaneKind,
     pub mailbox: Mailbox,
     /// Its completions, in job order: the lane produces, the scheduler role consumes.
-    pub done: crate::spsc::Ring<Completion, { MAILBOX_DEPTH as usize }>,
+    pub done: Ring<Completion, { MAILBOX_DEPTH as usize }>,
 }
 
 /// Whether any lane has a completion waiting.

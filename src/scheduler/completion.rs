@@ -146,7 +146,7 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             // A sealed run's entries go with its map at the end of the run (no lookup
             // will read them again); erasing each would be work for nothing.
             let sealed = r.is_sealed();
-            if let (Some(h), false) = (&d.heap, sealed) {
+            if let Some(h) = d.heap.as_ref().filter(|_| !sealed) {
                 tm.get_or_insert_with(|| e.tensormap.lock())
                     .erase_range(r.id, h.lo, h.hi);
             }
