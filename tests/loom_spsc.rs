@@ -1,7 +1,7 @@
 //! Loom models of the single-producer single-consumer handoffs in `src/spsc.rs`: the
 //! orchestrator's READY slots to the scheduler role (`Inbox`, blocks of 2 under loom so the
-//! models cross block boundaries: link, retire, spare reuse) and a lane's completions
-//! (`Ring`). Each model checks that every item arrives once, in order, whatever the
+//! models cross block boundaries: link, retire, spare reuse) and the ring that holds a lane's
+//! mailbox and its completions (`Ring`). Each model checks that every item arrives once, in order, whatever the
 //! interleaving, and that loom sees no unsynchronised access to an item's cell.
 //!
 //! ```text
