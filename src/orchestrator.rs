@@ -756,6 +756,8 @@ impl Orchestrator {
         run.register_slot();
         // SAFETY: the slot is BUILDING and owned by this thread.
         let d = unsafe { self.e.slots.get(sid).data() };
+        // The previous occupant's data is reset here, not when it was consumed (see SlotData).
+        d.clear();
         d.run = rr;
         d.heap = slab.1;
         Ok((sid, slab.0))

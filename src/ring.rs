@@ -53,9 +53,16 @@ pub struct HeapClaim {
 }
 
 /// The single-owner part of a slot. Written by the orchestrator while BUILDING, read by the
-/// scheduler and lanes after publication, cleared by whoever wins the CONSUMED transition.
+/// scheduler and lanes after publication; reset by the next claim of the entry, not when it
+/// is consumed, so consuming a slot (a scope's release sweep) reads only the fields on its
+/// first line (`run`, `heap`, the output journal). Line-aligned, so the core that follows it
+/// in a `Slot` starts on a line of its own.
+#[repr(C, align(64))]
 pub struct SlotData {
     pub run: crate::run::RunRef,
+    pub heap: Option<HeapClaim>,
+    /// Output journal: the TensorMap keys this slot published (erased owner-checked).
+    pub outputs: SmallVec<[crate::tensormap::MapKey; 1]>,
     pub kind: SlotKind,
     /// Submitted as a group (all-or-nothing dispatch through the group FIFO).
     pub group: bool,
@@ -68,9 +75,6 @@ pub struct SlotData {
     pub members: SmallVec<[MemberArgs; 1]>,
     /// Producers this slot holds a lifetime reference on (released when it finishes).
     pub producers: SmallVec<[SlotId; 2]>,
-    /// Output journal: the TensorMap keys this slot published (erased owner-checked).
-    pub outputs: SmallVec<[crate::tensormap::MapKey; 1]>,
-    pub heap: Option<HeapClaim>,
     /// Group aggregation (scheduler only): members not yet terminal, and the first failure.
     pub members_left: u32,
     pub member_failure: Option<Arc<str>>,
@@ -112,9 +116,12 @@ impl SlotData {
     }
 }
 
+/// Data first: its first line (run, heap, journal) and the core's first line (state, lock,
+/// reference counts) are all that consuming a slot touches.
+#[repr(C, align(64))]
 pub struct Slot {
-    pub core: SlotCore,
     data: UnsafeCell<SlotData>,
+    pub core: SlotCore,
 }
 
 // SAFETY: `data` follows the single-owner protocol documented on `Slot::data`; everything
@@ -139,6 +146,23 @@ impl Slot {
         // SAFETY: exclusivity is the caller's contract above.
         unsafe { &mut *self.data.get() }
     }
+}
+
+/// Ask for the line at `p` in exclusive state: its next access is a write, and its last
+/// writer was usually a thread on the other core.
+#[inline]
+fn prefetchw(p: *const u8) {
+    // SAFETY: prefetching is a hint that never faults; callers pass addresses inside a slot.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!(
+            "prefetchw byte ptr [{0}]",
+            in(reg) p,
+            options(nostack, preserves_flags, readonly)
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Slots are materialised in chunks of this many as the table first needs them, so a large
@@ -272,9 +296,17 @@ impl SlotTable {
         Some(id)
     }
 
-    /// Warm slot `id`'s lines ahead of a walk over many cold slots (a scope's releases).
+    /// Warm the two lines a reference release and consumption of slot `id` touch (the
+    /// data's first line and the core's), ahead of a walk over many cold slots (a scope's
+    /// releases).
     pub fn prefetch_id(&self, id: SlotId) {
-        self.prefetch((id & INDEX_MASK) as usize);
+        let i = (id & INDEX_MASK) as usize;
+        if let Some(c) = self.chunks[i >> self.chunk_shift].get() {
+            let p = &c[i & (self.chunk - 1)] as *const Slot as *const u8;
+            prefetchw(p);
+            // SAFETY: the core lies inside the slot.
+            prefetchw(unsafe { p.add(std::mem::offset_of!(Slot, core)) });
+        }
     }
 
     /// Warm the next entry the claimer will take: a stream of submits walks the table in
@@ -283,19 +315,8 @@ impl SlotTable {
         if let Some(c) = self.chunks[i >> self.chunk_shift].get() {
             let p = &c[i & (self.chunk - 1)] as *const Slot as *const u8;
             for off in (0..std::mem::size_of::<Slot>()).step_by(64) {
-                // SAFETY: prefetching is a hint; the address is inside a live slot.
-                // PREFETCHW asks for the line in exclusive state: the claimer writes it, and
-                // its last writer was usually a lane on the other core.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    std::arch::asm!(
-                        "prefetchw byte ptr [{0}]",
-                        in(reg) p.add(off),
-                        options(nostack, preserves_flags, readonly)
-                    )
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = (p, off);
+                // SAFETY: `off` is inside the slot.
+                prefetchw(unsafe { p.add(off) });
             }
         }
     }

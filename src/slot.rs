@@ -67,13 +67,28 @@ pub const ROUTE_SINGLE: u8 = 0;
 pub const ROUTE_GROUP: u8 = 1;
 pub const ROUTE_SUB: u8 = 2;
 
-/// The counters and lists guarded by `fanout_mu`.
+/// The counters and lists guarded by `fanout_mu`. Ordered so the fields every reference
+/// release and state change reads (id, run, the four counts, the failure) share the lock's
+/// cache line; the consumer list, route and id history follow.
 #[derive(Default)]
+#[repr(C)]
 pub struct SlotSync {
     /// Id of the task occupying the slot; checked by `attach` so a stale id is "gone".
     pub id: SlotId,
     /// Run of the task occupying the slot (for cancellation's sweep).
     pub run: u64,
+    pub fanin_count: i32,
+    pub fanin_released: i32,
+    /// Outstanding lifetime references: retaining consumers + the scope reference.
+    pub fanout_total: i32,
+    /// Releases so far, including the slot's own self-release.
+    pub fanout_released: i32,
+    pub failure: Option<Arc<str>>,
+    /// Failure was claimed while BUILDING: the submitting thread (or cancellation) propagates.
+    pub failure_propagation_pending: bool,
+    pub consumers: Vec<Edge>,
+    /// Routing and dispatch facts, set before publication.
+    pub route: Route,
     /// Ids of the last occupants (most recent last) and the largest id that fell out of
     /// this history: with ids at one entry only growing, a handle id above that and not in
     /// the history was never issued here.
@@ -82,21 +97,10 @@ pub struct SlotSync {
     /// `evicted` before the latest claim, so a claim that never reaches the user can be
     /// taken back out of the history (`unissue`).
     pub evicted_before: SlotId,
-    pub fanin_count: i32,
-    pub fanin_released: i32,
-    /// Outstanding lifetime references: retaining consumers + the scope reference.
-    pub fanout_total: i32,
-    /// Releases so far, including the slot's own self-release.
-    pub fanout_released: i32,
-    pub consumers: Vec<Edge>,
-    pub failure: Option<Arc<str>>,
-    /// Failure was claimed while BUILDING: the submitting thread (or cancellation) propagates.
-    pub failure_propagation_pending: bool,
-    /// Routing and dispatch facts, set before publication.
-    pub route: Route,
 }
 
 /// The shared part of a slot.
+#[repr(C)]
 pub struct SlotCore {
     /// The slot state; every change except READY -> RUNNING happens under `sync`.
     pub state: AtomicU8,

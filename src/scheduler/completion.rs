@@ -155,7 +155,7 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
                 // ends, so later readers of its outputs are poisoned, not released onto
                 // garbage.
                 Some(msg) => r.remember_failed(sid, msg),
-                None if !d.outputs.is_empty() && !sealed => tm
+                None if !sealed && !d.outputs.is_empty() => tm
                     .get_or_insert_with(|| e.tensormap.lock())
                     .erase(r.id, sid, &d.outputs),
                 None => {}
@@ -172,14 +172,15 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
         if let Some(h) = d.heap.take() {
             e.heap.rings[h.ring].release(h.seq);
         }
-        let r = d.run;
+        let r = std::mem::replace(&mut d.run, RunRef::NONE);
         if !r.is_none() {
             match runs.iter_mut().find(|x| x.0.id == r.id) {
                 Some(x) => x.1 += 1,
                 None => runs.push((r, 1)),
             }
         }
-        d.clear();
+        // The rest of `d` is reset by the entry's next claim (`SlotData::clear`), which
+        // writes those lines anyway.
     }
     e.slots.free_all(reclaim);
     for (r, n) in runs {
