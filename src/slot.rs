@@ -3,8 +3,9 @@
 //!
 //! Everything here is the part of a slot that several threads touch. Each transition that
 //! depends on a counter happens under the slot's `fanout_mu` (`sync`), so a count and the
-//! state it implies are one decision. The one transition taken without the lock is the
-//! scheduler's READY -> RUNNING claim, a compare-exchange that loses to any failure claim.
+//! state it implies are one decision. Two transitions are taken without the lock: the
+//! scheduler's READY -> RUNNING claim, a compare-exchange that loses to any failure claim,
+//! and CONSUMED -> FREE, which nothing else can race.
 //! This module is model-checked by `tests/loom_slot.rs` with `--cfg loom`.
 
 use crate::sync::{lock, AtomicU8, Mutex, Ordering};
@@ -102,7 +103,8 @@ pub struct SlotSync {
 /// The shared part of a slot.
 #[repr(C)]
 pub struct SlotCore {
-    /// The slot state; every change except READY -> RUNNING happens under `sync`.
+    /// The slot state; every change except READY -> RUNNING and CONSUMED -> FREE happens
+    /// under `sync`.
     pub state: AtomicU8,
     /// `fanout_mu`: publication rule, failure claim and fanout-release threshold.
     pub sync: Mutex<SlotSync>,
@@ -370,9 +372,10 @@ impl SlotCore {
         if cur != COMPLETED && cur != FAILED {
             return false;
         }
-        self.state
-            .compare_exchange(cur, CONSUMED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        // A plain store: every transition out of a terminal state is taken under `sync`,
+        // which the caller holds (the unlocked READY -> RUNNING claim cannot apply here).
+        self.state.store(CONSUMED, Ordering::Release);
+        true
     }
 
     /// `alloc()`'s synthetic slot: no fanin, the scope reference (if any) charged, the
@@ -385,11 +388,12 @@ impl SlotCore {
     }
 
     /// CONSUMED -> FREE once on_consumed finished its cleanup.
+    ///
+    /// Without the lock: a CONSUMED slot has no transition left but this one, and every
+    /// reader treats CONSUMED and FREE alike (gone). `id` and `run` keep the last occupant:
+    /// ids at one table entry only grow, which lets a handle that was never issued be told
+    /// apart (see Orchestrator::check_handle); `ident` reports a FREE slot's run as 0.
     pub fn free(&self) {
-        let mut s = lock(&self.sync);
-        // `id` keeps the last occupant: ids at one table entry only grow, which lets a
-        // handle that was never issued be told apart (see Orchestrator::check_handle).
-        s.run = 0;
         self.state.store(FREE, Ordering::Release);
     }
 
@@ -414,7 +418,8 @@ impl SlotCore {
     /// (task id, run) of the occupant (for a FREE slot: the last occupant's id, run 0).
     pub fn ident(&self) -> (SlotId, u64) {
         let s = lock(&self.sync);
-        (s.id, s.run)
+        let free = self.state.load(Ordering::Acquire) == FREE;
+        (s.id, if free { 0 } else { s.run })
     }
 
     pub fn failure(&self) -> Option<Arc<str>> {

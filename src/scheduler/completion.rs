@@ -143,10 +143,12 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
             // SAFETY: this thread won the CONSUMED transition of every slot in the batch.
             let d = unsafe { slot.data() };
             let Some(r) = d.run.get() else { continue };
-            // A sealed run's entries go with its map at the end of the run (no lookup
-            // will read them again); erasing each would be work for nothing.
-            let sealed = r.is_sealed();
-            if let Some(h) = d.heap.as_ref().filter(|_| !sealed) {
+            // A sealed run's entries go with its map at the end of the run, and its failed
+            // slots need no tombstones: no submit of that run will read them again.
+            if r.is_sealed() {
+                continue;
+            }
+            if let Some(h) = d.heap.as_ref() {
                 tm.get_or_insert_with(|| e.tensormap.lock())
                     .erase_range(r.id, h.lo, h.hi);
             }
@@ -155,7 +157,7 @@ pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
                 // ends, so later readers of its outputs are poisoned, not released onto
                 // garbage.
                 Some(msg) => r.remember_failed(sid, msg),
-                None if !sealed && !d.outputs.is_empty() => tm
+                None if !d.outputs.is_empty() => tm
                     .get_or_insert_with(|| e.tensormap.lock())
                     .erase(r.id, sid, &d.outputs),
                 None => {}
