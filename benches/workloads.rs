@@ -16,6 +16,10 @@
 //!                             so submission is never throttled)
 //!   --n N                     override W1/W2 task count and W3 consumer count (profiling)
 //!   --layers L                override W4 layer count (profiling)
+//!   --scope K                 end and reopen a nested scope every K submits (default 0: every
+//!                             task in the run's outer scope). Slots are then consumed while
+//!                             the run is still being built (the way a long stream bounds its
+//!                             window), which exercises the TensorMap erase on consumption.
 //!
 //! Output: one JSON object per (workload, lanes, kind) on stdout; progress on stderr. Besides
 //! the required fields it carries `window`, `submit_ns_per_task_median` (first submission to the
@@ -34,7 +38,8 @@ use dagrt::capi::args::dagrt_tensor_init;
 use dagrt::capi::callable::dagrt_register_callable;
 use dagrt::capi::dagrt_last_error;
 use dagrt::capi::orch::{
-    dagrt_begin_run, dagrt_close_run_submission, dagrt_submit_next_level, dagrt_submit_sub,
+    dagrt_begin_run, dagrt_close_run_submission, dagrt_scope_begin, dagrt_scope_end,
+    dagrt_submit_next_level, dagrt_submit_sub,
 };
 use dagrt::capi::run::{dagrt_release_run, dagrt_wait_run};
 use dagrt::capi::worker::{
@@ -284,10 +289,14 @@ struct Engine {
     o: *mut dagrt_orch_t,
     kind: Kind,
     lanes: usize,
+    /// Tasks per nested scope (0: every task in the run's outer scope).
+    scope: usize,
+    /// Submits since the current nested scope began.
+    in_scope: std::cell::Cell<usize>,
 }
 
 impl Engine {
-    fn new(kind: Kind, lanes: usize, window: u32) -> Engine {
+    fn new(kind: Kind, lanes: usize, window: u32, scope: usize) -> Engine {
         let cfg = WorkerConfig {
             // No task auto-allocates: keep the (lazy) heap rings small.
             heap_ring_size: 16 << 20,
@@ -310,7 +319,14 @@ impl Engine {
         check(dagrt_worker_init(w), "dagrt_worker_init");
         let mut o = std::ptr::null_mut();
         check(dagrt_worker_orch(w, &mut o), "dagrt_worker_orch");
-        Engine { w, o, kind, lanes }
+        Engine {
+            w,
+            o,
+            kind,
+            lanes,
+            scope,
+            in_scope: std::cell::Cell::new(0),
+        }
     }
 
     /// Submit one task; `i` picks the NEXT_LEVEL target (round-robin) for kind `next`.
@@ -342,6 +358,14 @@ impl Engine {
         if s != Status::Ok {
             check(s, "submit");
         }
+        if self.scope > 0 {
+            let k = self.in_scope.get() + 1;
+            if k == self.scope {
+                check(dagrt_scope_end(self.o), "dagrt_scope_end");
+                check(dagrt_scope_begin(self.o), "dagrt_scope_begin");
+            }
+            self.in_scope.set(k % self.scope);
+        }
     }
 
     /// Time one run: begin, `build` (all submissions), close, wait.
@@ -349,7 +373,14 @@ impl Engine {
         let mut run = 0;
         let t0 = Instant::now();
         check(dagrt_begin_run(self.o, &mut run), "dagrt_begin_run");
+        if self.scope > 0 {
+            self.in_scope.set(0);
+            check(dagrt_scope_begin(self.o), "dagrt_scope_begin");
+        }
         build(self);
+        if self.scope > 0 {
+            check(dagrt_scope_end(self.o), "dagrt_scope_end");
+        }
         check(
             dagrt_close_run_submission(self.o, run),
             "dagrt_close_run_submission",
@@ -392,6 +423,7 @@ struct Opts {
     window: u32,
     n: Option<usize>,
     layers: Option<usize>,
+    scope: usize,
 }
 
 fn reps(o: &Opts, mut one: impl FnMut() -> Sample) -> Vec<Sample> {
@@ -530,6 +562,7 @@ fn main() {
         window: 1 << 17,
         n: None,
         layers: None,
+        scope: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -561,6 +594,7 @@ fn main() {
             "--window" => o.window = val("--window").parse().expect("--window: integer"),
             "--n" => o.n = Some(val("--n").parse().expect("--n: integer")),
             "--layers" => o.layers = Some(val("--layers").parse().expect("--layers: integer")),
+            "--scope" => o.scope = val("--scope").parse().expect("--scope: integer"),
             x => panic!("unknown argument {x}"),
         }
     }
@@ -581,7 +615,7 @@ fn main() {
                 if k == Kind::Next1 && (w != "W2" || nl < 2) {
                     continue;
                 }
-                let e = Engine::new(k, nl, o.window);
+                let e = Engine::new(k, nl, o.window, o.scope);
                 eprintln!("dagrt bench: {w} lanes={nl} kind={} ...", k.name());
                 let (tasks, samples) = match w.as_str() {
                     "W1" => w1(&e, &c, &o),

@@ -141,7 +141,11 @@ pub fn after_completion(e: &Engine) {
     let episode = s.stall.as_ref().map(|st| st.since);
     let mut busy = true;
     for _ in 0..LANE_PASSES {
-        busy = s.pass();
+        // Another pass can place nothing new unless a completion or a submission arrived
+        // since this one drained them: the lane books and queues it would read are as this
+        // pass left them. (Anything arriving after this check notifies the scheduler thread,
+        // whose role try-lock fails while this lane holds it.)
+        busy = s.pass() && (crate::lane::completions_pending(e) || !e.ready_in.is_empty());
         if !busy {
             break;
         }
