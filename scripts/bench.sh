@@ -15,7 +15,8 @@
 #   CHOL=1          0 skips the tiled Cholesky comparison: examples/cholesky beside the peers'
 #                   OpenMP and StarPU versions (shared/bench/peers/cholesky/run.sh), same input,
 #                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256"), 2 threads,
-#                   CHOL_REPS (default 3) reps each; a median GFLOP/s table is printed.
+#                   CHOL_REPS (default 3) reps each, one of each in turn; a median GFLOP/s
+#                   table is printed.
 #
 # Results directory: env.txt (machine, load, commit), build.log, workloads-bench (the exact
 # bench executable every round ran), dagrt.rN.jsonl (one JSON
@@ -96,15 +97,20 @@ if [ "${CHOL:-1}" = 1 ]; then
         -DCMAKE_BUILD_TYPE=Release > "$out/chol_build.log" 2>&1
     cmake --build build/cholesky >> "$out/chol_build.log" 2>&1
     : > "$out/chol.txt"
-    for nb in ${CHOL_SIZES:-2048:128 2048:256}; do
-        n=${nb%%:*} b=${nb##*:}
-        OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes 2 \
-            --reps "${CHOL_REPS:-3}" --peer-lines --no-progress 2>> "$out/chol.log" \
-            | grep '^dagrt-' >> "$out/chol.txt"
+    # One rep of each at a time, dagrt then the peers: the machine drifts by tens of percent
+    # within minutes, and a block of dagrt reps followed by a block of peer reps compares
+    # two different machines.
+    for _ in $(seq "${CHOL_REPS:-3}"); do
+        for nb in ${CHOL_SIZES:-2048:128 2048:256}; do
+            n=${nb%%:*} b=${nb##*:}
+            OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes 2 \
+                --reps 1 --peer-lines --no-progress 2>> "$out/chol.log" \
+                | grep '^dagrt-' >> "$out/chol.txt"
+        done
+        REPS=1 SIZES="${CHOL_SIZES:-2048:128 2048:256}" THREADS=2 EX=0 \
+            "$PEERS_DIR/cholesky/run.sh" 2>> "$out/chol.log" \
+            | grep -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' >> "$out/chol.txt" || true
     done
-    REPS=${CHOL_REPS:-3} SIZES="${CHOL_SIZES:-2048:128 2048:256}" THREADS=2 EX=0 \
-        "$PEERS_DIR/cholesky/run.sh" 2>> "$out/chol.log" \
-        | grep -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' >> "$out/chol.txt" || true
     python3 - "$out/chol.txt" <<'PY' | tee "$out/chol_table.txt"
 import collections, statistics, sys
 runs = collections.defaultdict(list)
