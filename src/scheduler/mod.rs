@@ -23,7 +23,7 @@ use book::LaneBook;
 pub use book::SHORT_JOB_NS;
 
 use crate::lane::{Completion, Job, LaneKind};
-use crate::slot::Edge;
+use crate::slot::{Edge, ROUTE_SINGLE, ROUTE_SUB};
 use crate::worker::Engine;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, TryLockError};
@@ -205,9 +205,21 @@ impl Sched {
         while let Some((sid, r)) = self.e.ready_in.pop() {
             completion::route(queues, sid, r);
         }
-        for (sid, r) in self.ready.drain(..) {
+        let mut ready = std::mem::take(&mut self.ready);
+        let placed = if queues.is_empty() {
+            self.place_direct(&ready)
+        } else {
+            0
+        };
+        let queues = self
+            .queues
+            .as_mut()
+            .expect("queues are home between passes");
+        for (sid, r) in ready.drain(placed..) {
             completion::route(queues, sid, r);
         }
+        ready.clear();
+        self.ready = ready;
         let t1 = if traced { self.e.trace.now() } else { 0 };
         let posted = self.dispatch();
         // Reclaim after dispatching: new work goes out first, and a run whose fence this
@@ -288,6 +300,38 @@ impl Sched {
             &mut self.ready,
             &mut self.reclaim,
         );
+    }
+
+    /// With every ready queue empty, consumers released by this pass's completions are
+    /// posted straight to their lanes, in release order, by the rule `dispatch` would apply
+    /// (a NEXT_LEVEL single to its lane, a SUB single to the SUB lane with the fewest jobs),
+    /// instead of a trip through the queues; the first one that cannot be placed so, and
+    /// everything after it, is routed as usual. Only when all of them belong to one run: the
+    /// queues keep runs apart. Returns how many were posted from the front of `ready`.
+    fn place_direct(&mut self, ready: &[(crate::slot::SlotId, crate::slot::Route)]) -> usize {
+        let Some(run) = ready.first().map(|x| x.1.run) else {
+            return 0;
+        };
+        if ready.iter().any(|x| x.1.run != run) {
+            return 0;
+        }
+        let mut placed = 0;
+        for (sid, r) in ready {
+            let lane = match r.kind {
+                ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
+                ROUTE_SUB if r.members == 1 => self
+                    .sub
+                    .iter()
+                    .copied()
+                    .filter(|&l| self.lanes[l as usize].has_room())
+                    .min_by_key(|&l| self.lanes[l as usize].load()),
+                _ => None,
+            };
+            let Some(l) = lane else { break };
+            self.post_single(l as usize, *sid);
+            placed += 1;
+        }
+        placed
     }
 
     /// One dispatch pass; returns how many jobs it posted.
