@@ -165,9 +165,19 @@ fn prefetchw(p: *const u8) {
     let _ = p;
 }
 
-/// Slots are materialised in chunks of this many as the table first needs them, so a large
-/// window costs memory only up to the high-water mark of slots in flight.
+/// Slots are materialised in chunks of this many as the table first needs them (the first
+/// when the table is made), so a large window costs memory only up to the high-water mark
+/// of slots in flight.
 const CHUNK: usize = 4096;
+
+fn new_chunk(n: usize) -> Box<[Slot]> {
+    (0..n)
+        .map(|_| Slot {
+            core: SlotCore::default(),
+            data: UnsafeCell::new(SlotData::default()),
+        })
+        .collect()
+}
 
 /// Low bits of a slot id: the table index. The high bits are a per-worker monotonic
 /// sequence number, so ids are monotonic and never repeat, while any free table entry can
@@ -208,10 +218,14 @@ impl SlotTable {
     pub fn new(window: u32) -> SlotTable {
         let window = window.clamp(1, 1 << INDEX_BITS);
         let chunk = (window as usize).next_power_of_two().min(CHUNK);
+        let chunks: Box<[OnceLock<Box<[Slot]>>]> = (0..(window as usize).div_ceil(chunk))
+            .map(|_| OnceLock::new())
+            .collect();
+        // The first chunk now, while the worker starts: a first run would otherwise fault in
+        // its pages (about 2.6 MB) on the submitting thread, with lanes already waiting.
+        chunks[0].get_or_init(|| new_chunk(chunk));
         SlotTable {
-            chunks: (0..(window as usize).div_ceil(chunk))
-                .map(|_| OnceLock::new())
-                .collect(),
+            chunks,
             chunk,
             chunk_shift: chunk.trailing_zeros(),
             window,
@@ -280,14 +294,7 @@ impl SlotTable {
             self.cached.store(cache.len() as u32, Ordering::Relaxed);
         }
         let i = index? as usize;
-        self.chunks[i >> self.chunk_shift].get_or_init(|| {
-            (0..self.chunk)
-                .map(|_| Slot {
-                    core: SlotCore::default(),
-                    data: UnsafeCell::new(SlotData::default()),
-                })
-                .collect()
-        });
+        self.chunks[i >> self.chunk_shift].get_or_init(|| new_chunk(self.chunk));
         let id = (seq << INDEX_BITS) | i as u64;
         self.get(id).core.begin_building_for(id, run, 1);
         if let Some(&next) = cache.last() {
