@@ -111,9 +111,14 @@ impl RunMap {
     /// Whether entry `e` overlaps `fp`. Two dense ranges overlap iff their intervals meet:
     /// no footprint to build.
     fn entry_overlaps(&self, e: &MapEntry, fp: &Footprint) -> bool {
-        e.lo < fp.hi
-            && fp.lo < e.hi
-            && ((fp.dense && e.shape == DENSE) || self.footprint(e).overlaps(fp))
+        if !(e.lo < fp.hi && fp.lo < e.hi) {
+            return false;
+        }
+        match e.shape {
+            DENSE => fp.dense || Footprint::dense(e.lo, e.hi - e.lo).overlaps(fp),
+            // In place: a search compares many strided entries.
+            s => self.strided[s as usize].overlaps(fp),
+        }
     }
 
     /// Slab indexes of the entries whose footprint overlaps `fp`, into `out` (deduplicated).

@@ -27,6 +27,10 @@ pub struct Footprint {
     ndims: u8,
     /// (stride in bytes, count), sorted by stride, counts > 1 except the element dimension.
     dims: [(u64, u64); MAX_DIMS],
+    /// The view as rows of one stride, when it is that (`find_rows`): computed once, since a
+    /// TensorMap search compares one footprint with many (a tile with every tile of its
+    /// column band).
+    rows: Option<Rows>,
 }
 
 impl Footprint {
@@ -41,6 +45,7 @@ impl Footprint {
             origin: lo,
             ndims: 1,
             dims,
+            rows: None,
         }
     }
 
@@ -101,6 +106,7 @@ impl Footprint {
             dense: false,
             ndims: n as u8,
             dims,
+            rows: None,
         };
         f.dense = f.is_dense();
         if f.dense {
@@ -109,6 +115,7 @@ impl Footprint {
                 ..Footprint::dense(base, extent)
             });
         }
+        f.rows = f.find_rows();
         Some(f)
     }
 
@@ -139,6 +146,10 @@ impl Footprint {
     /// is exactly that with `w <= stride` and at least two rows: a tile of a column-major
     /// matrix, a column block, a strided row.
     fn rows(&self) -> Option<Rows> {
+        self.rows
+    }
+
+    fn find_rows(&self) -> Option<Rows> {
         if self.dense {
             return None;
         }
@@ -235,6 +246,7 @@ impl Footprint {
 }
 
 /// `count` runs of `w` contiguous bytes, `stride` bytes apart (`w <= stride`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Rows {
     w: u64,
     stride: u64,
@@ -441,14 +453,17 @@ mod tests {
             let mut dims = [(0u64, 0u64); MAX_DIMS];
             dims[0] = (1, w);
             dims[1] = (stride, count);
-            Footprint {
+            let mut f = Footprint {
                 lo,
                 hi: lo + (count - 1) * stride + w,
                 dense: false,
                 origin: 0,
                 ndims: 2,
                 dims,
-            }
+                rows: None,
+            };
+            f.rows = f.find_rows();
+            f
         };
         let stride = 16;
         let mut checked = 0;
