@@ -307,9 +307,7 @@ impl SlotTable {
     /// data's first line and the core's), ahead of a walk over many cold slots (a scope's
     /// releases).
     pub fn prefetch_id(&self, id: SlotId) {
-        let i = (id & INDEX_MASK) as usize;
-        if let Some(c) = self.chunks[i >> self.chunk_shift].get() {
-            let p = &c[i & (self.chunk - 1)] as *const Slot as *const u8;
+        if let Some(p) = self.slot_addr((id & INDEX_MASK) as usize) {
             prefetchw(p);
             // SAFETY: the core lies inside the slot.
             prefetchw(unsafe { p.add(std::mem::offset_of!(Slot, core)) });
@@ -319,13 +317,18 @@ impl SlotTable {
     /// Warm the next entry the claimer will take: a stream of submits walks the table in
     /// free-list order, and each entry's lines are usually cold by then.
     fn prefetch(&self, i: usize) {
-        if let Some(c) = self.chunks[i >> self.chunk_shift].get() {
-            let p = &c[i & (self.chunk - 1)] as *const Slot as *const u8;
+        if let Some(p) = self.slot_addr(i) {
             for off in (0..std::mem::size_of::<Slot>()).step_by(64) {
                 // SAFETY: `off` is inside the slot.
                 prefetchw(unsafe { p.add(off) });
             }
         }
+    }
+
+    /// The address of table entry `i`, if its chunk is materialised (for prefetching).
+    fn slot_addr(&self, i: usize) -> Option<*const u8> {
+        let c = self.chunks[i >> self.chunk_shift].get()?;
+        Some(&c[i & (self.chunk - 1)] as *const Slot as *const u8)
     }
 
     /// Return an entry to FREE (after on_consumed).

@@ -142,13 +142,14 @@ impl Footprint {
         self.lo < o.hi && o.lo < self.hi
     }
 
-    /// As `rows` of `w` contiguous bytes every `stride` bytes (`count` of them), when the view
-    /// is exactly that with `w <= stride` and at least two rows: a tile of a column-major
-    /// matrix, a column block, a strided row.
+    /// The view as rows (`find_rows`), as computed when it was made.
     fn rows(&self) -> Option<Rows> {
         self.rows
     }
 
+    /// As `rows` of `w` contiguous bytes every `stride` bytes (`count` of them), when the view
+    /// is exactly that with `w <= stride` and at least two rows: a tile of a column-major
+    /// matrix, a column block, a strided row.
     fn find_rows(&self) -> Option<Rows> {
         if self.dense {
             return None;

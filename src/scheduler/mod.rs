@@ -215,10 +215,9 @@ impl Sched {
             .queues
             .as_mut()
             .expect("queues are home between passes");
-        for (sid, r) in ready.drain(placed..) {
+        for (sid, r) in ready.drain(..).skip(placed) {
             completion::route(queues, sid, r);
         }
-        ready.clear();
         self.ready = ready;
         let t1 = if traced { self.e.trace.now() } else { 0 };
         let posted = self.dispatch();
@@ -319,12 +318,7 @@ impl Sched {
         for (sid, r) in ready {
             let lane = match r.kind {
                 ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
-                ROUTE_SUB if r.members == 1 => self
-                    .sub
-                    .iter()
-                    .copied()
-                    .filter(|&l| self.lanes[l as usize].has_room())
-                    .min_by_key(|&l| self.lanes[l as usize].load()),
+                ROUTE_SUB if r.members == 1 => self.sub_lane_for_single(),
                 _ => None,
             };
             let Some(l) = lane else { break };
@@ -332,6 +326,15 @@ impl Sched {
             placed += 1;
         }
         placed
+    }
+
+    /// Where a SUB single goes: the SUB lane with the fewest jobs outstanding that has room.
+    fn sub_lane_for_single(&self) -> Option<u32> {
+        self.sub
+            .iter()
+            .copied()
+            .filter(|&l| self.lanes[l as usize].has_room())
+            .min_by_key(|&l| self.lanes[l as usize].load())
     }
 
     /// One dispatch pass; returns how many jobs it posted.
@@ -391,13 +394,9 @@ impl Sched {
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
                 if need == 1 {
-                    let lane = self
-                        .sub
-                        .iter()
-                        .copied()
-                        .filter(|&l| self.lanes[l as usize].has_room())
-                        .min_by_key(|&l| self.lanes[l as usize].load());
-                    let Some(l) = lane else { break };
+                    let Some(l) = self.sub_lane_for_single() else {
+                        break;
+                    };
                     q.sub.pop();
                     self.post_single(l as usize, sid);
                     continue;
