@@ -205,20 +205,21 @@ impl Sched {
         while let Some((sid, r)) = self.e.ready_in.pop() {
             completion::route(queues, sid, r);
         }
-        let mut ready = std::mem::take(&mut self.ready);
-        let placed = if queues.is_empty() {
-            self.place_direct(&ready)
-        } else {
-            0
-        };
+        // A chain's step: the one consumer this pass released goes straight to its lane
+        // when nothing else is waiting (`place_direct`); otherwise through the queues.
+        if self.ready.len() == 1 && queues.is_empty() {
+            let (sid, r) = self.ready.pop().expect("one released");
+            if !self.place_direct(sid, &r) {
+                self.ready.push((sid, r));
+            }
+        }
         let queues = self
             .queues
             .as_mut()
             .expect("queues are home between passes");
-        for (sid, r) in ready.drain(..).skip(placed) {
+        for (sid, r) in self.ready.drain(..) {
             completion::route(queues, sid, r);
         }
-        self.ready = ready;
         let t1 = if traced { self.e.trace.now() } else { 0 };
         let posted = self.dispatch();
         // Reclaim after dispatching: new work goes out first, and a run whose fence this
@@ -301,31 +302,20 @@ impl Sched {
         );
     }
 
-    /// With every ready queue empty, consumers released by this pass's completions are
-    /// posted straight to their lanes, in release order, by the rule `dispatch` would apply
-    /// (a NEXT_LEVEL single to its lane, a SUB single to the SUB lane with the fewest jobs),
-    /// instead of a trip through the queues; the first one that cannot be placed so, and
-    /// everything after it, is routed as usual. Only when all of them belong to one run: the
-    /// queues keep runs apart. Returns how many were posted from the front of `ready`.
-    fn place_direct(&mut self, ready: &[(crate::slot::SlotId, crate::slot::Route)]) -> usize {
-        let Some(run) = ready.first().map(|x| x.1.run) else {
-            return 0;
+    /// Post a released consumer straight to its lane, by the rule `dispatch` would apply (a
+    /// NEXT_LEVEL single to its lane, a SUB single to the SUB lane with the fewest jobs),
+    /// instead of a trip through the queues; false (nothing posted) when that rule places it
+    /// nowhere or it is a group. The caller makes sure nothing else is waiting, so the
+    /// queues' order (runs apart, FIFO within one) has nothing to say.
+    fn place_direct(&mut self, sid: crate::slot::SlotId, r: &crate::slot::Route) -> bool {
+        let lane = match r.kind {
+            ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
+            ROUTE_SUB if r.members == 1 => self.sub_lane_for_single(),
+            _ => None,
         };
-        if ready.iter().any(|x| x.1.run != run) {
-            return 0;
-        }
-        let mut placed = 0;
-        for (sid, r) in ready {
-            let lane = match r.kind {
-                ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
-                ROUTE_SUB if r.members == 1 => self.sub_lane_for_single(),
-                _ => None,
-            };
-            let Some(l) = lane else { break };
-            self.post_single(l as usize, *sid);
-            placed += 1;
-        }
-        placed
+        let Some(l) = lane else { return false };
+        self.post_single(l as usize, sid);
+        true
     }
 
     /// Where a SUB single goes: the SUB lane with the fewest jobs outstanding that has room.
