@@ -66,6 +66,9 @@ pub struct Engine {
     /// Thread token of the thread building the open run (0: none). Read without the
     /// orchestrator lock so another thread is rejected without ever contending for it.
     pub builder: std::sync::atomic::AtomicU64,
+    /// The scheduler role holds consumed slots back for a batch (`Sched::pass`): while set,
+    /// the scheduler thread's waits are timed, so none waits longer than the hold's bound.
+    pub reclaim_held: AtomicBool,
     /// Timeline trace (off unless started).
     pub trace: crate::trace::Trace,
 }
@@ -251,6 +254,7 @@ impl Worker {
             lane_by_worker,
             stop: AtomicBool::new(false),
             builder: std::sync::atomic::AtomicU64::new(0),
+            reclaim_held: AtomicBool::new(false),
             trace: crate::trace::Trace::new(
                 self.specs
                     .iter()

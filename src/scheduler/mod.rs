@@ -61,6 +61,11 @@ pub struct Sched {
     edges: Vec<Edge>,
     /// Slots consumed while draining completions, reclaimed as one batch.
     reclaim: Vec<crate::slot::SlotId>,
+    /// Since when `reclaim` holds slots back for a batch (this role set
+    /// `Engine::reclaim_held` then and has not cleared it).
+    held_since: Option<Instant>,
+    /// Slots of `reclaim` checked by `holds_building_only` (while held).
+    held_len: usize,
     idle_subs: Vec<u32>,
     /// The current stall episode of a blocked group head, if any.
     stall: Option<Stall>,
@@ -89,6 +94,9 @@ pub fn scheduler_main(e: Arc<Engine>) {
     *role(&e) = Some(Sched::new(&e));
     loop {
         let seen = e.sched_event.generation();
+        // A hold of consumed slots (see `Sched::pass`) starting or ending is a change to
+        // look at: the wait below is timed while one lasts.
+        let holding = e.reclaim_held.load(Ordering::Relaxed);
         let held = match e.sched.try_lock() {
             Ok(g) => Some(g),
             Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
@@ -98,6 +106,9 @@ pub fn scheduler_main(e: Arc<Engine>) {
             Some(mut g) => {
                 let s = g.as_mut().expect("installed above");
                 let progress = s.pass();
+                if s.hold_deadline().is_some_and(|d| Instant::now() >= d) {
+                    s.consume_reclaim();
+                }
                 if s.stop_lanes_if_done() {
                     return;
                 }
@@ -106,13 +117,18 @@ pub fn scheduler_main(e: Arc<Engine>) {
             // A lane is running passes: let it finish, then look again.
             None => {
                 std::thread::yield_now();
-                Some((None, crate::event::spin_budget()))
+                // Held slots are timed from here until the role is free.
+                Some((
+                    holding.then(|| Instant::now() + HOLD_MAX),
+                    crate::event::spin_budget(),
+                ))
             }
         };
         if let Some((deadline, spin)) = wait {
             e.sched_event.wait_until_spin(
                 || {
                     e.sched_event.generation() != seen
+                        || e.reclaim_held.load(Ordering::SeqCst) != holding
                         || crate::lane::completions_pending(&e)
                         || !e.ready_in.is_empty()
                         || e.stopping()
@@ -123,6 +139,12 @@ pub fn scheduler_main(e: Arc<Engine>) {
         }
     }
 }
+
+/// Consumed slots a pass holds back while more passes are due (see `Sched::pass`); at most
+/// an eighth of the task window, so held slots never starve the submitter of free ones.
+const RECLAIM_BATCH: usize = 32;
+/// How long they may wait for the batch.
+const HOLD_MAX: Duration = Duration::from_micros(100);
 
 /// Passes a lane runs before going back to its own jobs; work still pending then is left to
 /// the scheduler thread.
@@ -180,6 +202,8 @@ impl Sched {
             posts: Vec::new(),
             edges: Vec::new(),
             reclaim: Vec::new(),
+            held_since: None,
+            held_len: 0,
             idle_subs: Vec::new(),
             stall: None,
         }
@@ -207,9 +231,11 @@ impl Sched {
         }
         // A chain's step: the one consumer this pass released goes straight to its lane
         // when nothing else is waiting (`place_direct`); otherwise through the queues.
+        let mut direct = false;
         if self.ready.len() == 1 && queues.is_empty() {
             let (sid, r) = self.ready.pop().expect("one released");
-            if !self.place_direct(sid, &r) {
+            direct = self.place_direct(sid, &r);
+            if !direct {
                 self.ready.push((sid, r));
             }
         }
@@ -224,7 +250,32 @@ impl Sched {
         let posted = self.dispatch();
         // Reclaim after dispatching: new work goes out first, and a run whose fence this
         // drops to zero no longer has dead entries in the queues this pass could drain.
-        completion::consume_all(&self.e, &mut self.reclaim);
+        // Consuming a slot of a run still being built takes the TensorMap lock and the free
+        // list's, which the submitting thread takes per submit; one slot at a time, the two
+        // threads pass those lines back and forth (a scoped stream ran twice as slow per
+        // task). So while another pass is due (this one placed work, or more arrived), such
+        // slots wait for a batch, for HOLD_MAX at most: a job placed may run for any time,
+        // and the host may be waiting to see a slot reclaimed (its heap slab, its window
+        // entry) before it lets that job finish. The scheduler thread enforces the bound;
+        // in practice its next pass with nothing else to do consumes them.
+        let batch = RECLAIM_BATCH.min(e.slots.window() as usize / 8);
+        let hold = self.reclaim.len() < batch
+            && self.holds_building_only()
+            && (posted > 0
+                || direct
+                || crate::lane::completions_pending(&e)
+                || !e.ready_in.is_empty());
+        self.held_len = self.reclaim.len();
+        if hold && self.held_since.is_none() {
+            self.held_since = Some(Instant::now());
+            // The scheduler thread times the hold: it watches the flag, and is woken if
+            // parked (notify_cond's fence orders the store before its sleeper check).
+            e.reclaim_held.store(true, Ordering::Relaxed);
+            e.sched_event.notify_cond();
+        }
+        if !hold {
+            self.consume_reclaim();
+        }
         if traced {
             if done > 0 {
                 self.e.trace.sched("completions", t0, t1, done);
@@ -236,6 +287,33 @@ impl Sched {
             }
         }
         done > 0 || posted > 0
+    }
+
+    fn consume_reclaim(&mut self) {
+        completion::consume_all(&self.e, &mut self.reclaim);
+        if self.held_since.take().is_some() {
+            self.e.reclaim_held.store(false, Ordering::Release);
+        }
+    }
+
+    /// When the slots held back for a batch must be consumed, whatever the passes do.
+    fn hold_deadline(&self) -> Option<Instant> {
+        self.held_since.map(|t| t + HOLD_MAX)
+    }
+
+    /// Whether every consumed slot waiting in `reclaim` (at least one) belongs to a run still
+    /// being built. Slots already held were checked by an earlier pass (a run sealed since
+    /// then leaves its slots to the hold's bound).
+    fn holds_building_only(&self) -> bool {
+        let from = if self.held_since.is_some() {
+            self.held_len
+        } else {
+            0
+        };
+        !self.reclaim.is_empty()
+            && self.reclaim[from..]
+                .iter()
+                .all(|&sid| completion::run_building(&self.e, sid))
     }
 
     /// Stop requested and every lane idle: tell the lanes to exit.
@@ -256,11 +334,15 @@ impl Sched {
     /// running, and without spinning when it waits only on long jobs (a spinning scheduler
     /// would queue behind the kernels for the CPU).
     fn wait_params(&self) -> (Option<Instant>, Duration) {
-        let deadline = self
+        let stall = self
             .stall
             .as_ref()
             .filter(|st| !st.warned)
             .map(|st| st.since + STALL_WARNING_AFTER);
+        let deadline = match (stall, self.hold_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let busy = || self.lanes.iter().filter(|b| !b.idle());
         let long = busy().all(|b| b.long_jobs()) && busy().next().is_some();
         let spin = if long {
