@@ -129,9 +129,6 @@ pub fn release_ref(e: &Engine, sid: SlotId, reclaim: &mut Vec<SlotId>) {
     }
 }
 
-/// on_consumed for a batch of CONSUMED slots: erase the TensorMap entries each still owns
-/// (one lock for the batch), release heap slabs, free the slots (one free-list lock), then
-/// count each off its run's fence. Leaves `reclaim` empty.
 /// Whether consumed slot `sid` belongs to a run whose submission is still going on (not
 /// sealed): consuming it erases TensorMap entries a later submit could otherwise find.
 /// The caller won the slot's CONSUMED transition and has not reclaimed it yet.
@@ -141,6 +138,9 @@ pub fn run_building(e: &Engine, sid: SlotId) -> bool {
     d.run.get().is_some_and(|r| !r.is_sealed())
 }
 
+/// on_consumed for a batch of CONSUMED slots: erase the TensorMap entries each still owns
+/// (one lock for the batch), release heap slabs, free the slots (one free-list lock), then
+/// count each off its run's fence. Leaves `reclaim` empty.
 pub fn consume_all(e: &Engine, reclaim: &mut Vec<SlotId>) {
     if reclaim.is_empty() {
         return;
