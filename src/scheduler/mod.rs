@@ -290,7 +290,13 @@ impl Sched {
     }
 
     fn consume_reclaim(&mut self) {
+        let n = self.reclaim.len() as u32;
+        let traced = n > 0 && self.e.trace.on();
+        let t0 = if traced { self.e.trace.now() } else { 0 };
         completion::consume_all(&self.e, &mut self.reclaim);
+        if traced {
+            self.e.trace.sched("reclaim", t0, self.e.trace.now(), n);
+        }
         if self.held_since.take().is_some() {
             self.e.reclaim_held.store(false, Ordering::Release);
         }
