@@ -62,6 +62,16 @@ impl Event {
         self.wake_sleepers();
     }
 
+    /// `notify_cond`, running `before_wake` first if anyone is parked (it can publish more
+    /// for the sleepers to find, at no cost when nobody sleeps).
+    pub fn notify_cond_with(&self, before_wake: impl FnOnce()) {
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            before_wake();
+            self.wake_sleepers();
+        }
+    }
+
     /// One futex wake, no lock: a mutex + condvar wake costs two here (the woken waiter
     /// contends for the mutex the waker still holds), and each is a ~15 us VM exit when the
     /// sleeper's CPU is idle.
@@ -96,17 +106,31 @@ impl Event {
         deadline: Option<Instant>,
         budget: Duration,
     ) -> bool {
-        if cond() {
+        self.wait_until_looking(|_| cond(), deadline, budget)
+    }
+
+    /// `wait_until_spin` with a condition told when to look harder (`cond(true)`): at the
+    /// first check, about every 64th check while spinning, and every check once parking
+    /// (after this waiter counts itself a sleeper, so a notifier that saw no sleeper is
+    /// seen). For conditions with a part too costly to poll on every spin.
+    pub fn wait_until_looking(
+        &self,
+        mut cond: impl FnMut(bool) -> bool,
+        deadline: Option<Instant>,
+        budget: Duration,
+    ) -> bool {
+        if cond(true) {
             return true;
         }
         let start = Instant::now();
         let mut i = 0u32;
         loop {
             i = i.wrapping_add(1);
-            if i % 64 == 0 {
+            let look = i % 64 == 0;
+            if look {
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
-                    return cond();
+                    return cond(true);
                 }
                 if now.duration_since(start) >= budget {
                     break;
@@ -115,14 +139,14 @@ impl Event {
             } else {
                 std::hint::spin_loop();
             }
-            if cond() {
+            if cond(look) {
                 return true;
             }
         }
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let met = loop {
             let seen = self.word.load(Ordering::SeqCst);
-            if cond() {
+            if cond(true) {
                 break true;
             }
             let timeout = match deadline {

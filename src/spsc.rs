@@ -116,9 +116,18 @@ impl<T> Block<T> {
 
 /// An unbounded queue of blocks of 256 items. The consumer hands a drained block back through
 /// `spare`, so a steady stream allocates nothing.
+///
+/// Items are published twice. `pushed` counts every push; the `doorbell` is raised to it every
+/// `DOORBELL` pushes, and whenever anyone rings it (`ring`, `ring_any`). Consumers pop and
+/// poll up to the doorbell only: a consumer polling a counter the producer writes per item
+/// pulls that line back and forth once per item (a fifth of W1's submit). The producer rings
+/// before it waits and when the consumer sleeps; a waiting consumer rings for it every few
+/// microseconds (`ring_any` reads `pushed`), so no item waits on the producer's next call.
 pub struct Inbox<T> {
     /// Items pushed (Release after the item, and any new block's link, are written).
     pushed: Padded<AtomicU64>,
+    /// Items any consumer may pop: at most `pushed`, raised with `fetch_max` (monotonic).
+    doorbell: Padded<AtomicU64>,
     /// Items popped.
     popped: Padded<AtomicU64>,
     /// Producer-owned: the block holding item `pushed`.
@@ -129,8 +138,15 @@ pub struct Inbox<T> {
     spare: AtomicPtr<Block<T>>,
 }
 
+/// Pushes between two rings of the doorbell by the producer itself.
+#[cfg(not(loom))]
+const DOORBELL: u64 = 16;
+#[cfg(loom)]
+const DOORBELL: u64 = 2;
+
 // SAFETY: `tail` is touched only by the producer and `head` only by the consumer (one of each
-// at a time, the callers' contract); items are handed over through `pushed` (Release/Acquire).
+// at a time, the callers' contract); items are handed over through `pushed` and `doorbell`
+// (Release/Acquire, the doorbell raised only to a value of `pushed` its raiser acquired).
 unsafe impl<T: Send> Sync for Inbox<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Send for Inbox<T> {}
@@ -140,6 +156,7 @@ impl<T> Default for Inbox<T> {
         let b = Block::alloc();
         Inbox {
             pushed: Padded(AtomicU64::new(0)),
+            doorbell: Padded(AtomicU64::new(0)),
             popped: Padded(AtomicU64::new(0)),
             tail: UnsafeCell::new(b),
             head: UnsafeCell::new(b),
@@ -149,7 +166,7 @@ impl<T> Default for Inbox<T> {
 }
 
 impl<T> Inbox<T> {
-    /// Producer: append.
+    /// Producer: append (visible to consumers at the next ring of the doorbell).
     pub fn push(&self, v: T) {
         let n = self.pushed.load(Ordering::Relaxed);
         let i = (n % BLOCK as u64) as usize;
@@ -175,12 +192,35 @@ impl<T> Inbox<T> {
             });
         });
         self.pushed.store(n + 1, Ordering::Release);
+        if (n + 1) % DOORBELL == 0 {
+            self.doorbell.fetch_max(n + 1, Ordering::Release);
+        }
+    }
+
+    /// Producer: make every item pushed so far poppable.
+    pub fn ring(&self) {
+        let n = self.pushed.load(Ordering::Relaxed);
+        if self.doorbell.load(Ordering::Relaxed) < n {
+            self.doorbell.fetch_max(n, Ordering::Release);
+        }
+    }
+
+    /// Any thread, on the producer's behalf: make every item pushed so far poppable. Returns
+    /// whether any item is waiting to be popped. Reads the line the producer writes per push:
+    /// for occasional calls (a waiting consumer's periodic look), not for polling.
+    pub fn ring_any(&self) -> bool {
+        let n = self.pushed.load(Ordering::Acquire);
+        if self.doorbell.load(Ordering::Relaxed) < n {
+            // AcqRel: whoever acquires the doorbell value also acquires the items of `n`.
+            self.doorbell.fetch_max(n, Ordering::AcqRel);
+        }
+        self.popped.load(Ordering::Acquire) < n
     }
 
     /// Consumer: the oldest item, if any.
     pub fn pop(&self) -> Option<T> {
         let n = self.popped.load(Ordering::Relaxed);
-        if n == self.pushed.load(Ordering::Acquire) {
+        if n >= self.doorbell.load(Ordering::Acquire) {
             return None;
         }
         let i = (n % BLOCK as u64) as usize;
@@ -203,9 +243,9 @@ impl<T> Inbox<T> {
         Some(v)
     }
 
-    /// Any thread: whether nothing is waiting (a hint unless called by the consumer).
+    /// Any thread: whether nothing is poppable (a hint unless called by the consumer).
     pub fn is_empty(&self) -> bool {
-        self.popped.load(Ordering::Acquire) == self.pushed.load(Ordering::Acquire)
+        self.popped.load(Ordering::Acquire) >= self.doorbell.load(Ordering::Acquire)
     }
 
     /// A drained block: keep it as the spare, or free it if there is one.
@@ -222,6 +262,8 @@ impl<T> Inbox<T> {
 
 impl<T> Drop for Inbox<T> {
     fn drop(&mut self) {
+        // Exclusive access: every item pushed is poppable, rung in or not.
+        self.ring();
         while self.pop().is_some() {}
         // SAFETY: exclusive access; after draining, head == tail is the only live block.
         self.head.with_mut(|h| drop(unsafe { Box::from_raw(*h) }));
@@ -262,6 +304,28 @@ mod tests {
         }
         p.join().unwrap();
         assert!(q.pop().is_none() && q.is_empty());
+    }
+
+    #[test]
+    fn inbox_items_pop_once_the_doorbell_rings() {
+        let q = Inbox::default();
+        for i in 0..(DOORBELL + 5) {
+            q.push(i);
+        }
+        // The producer rang itself once, after DOORBELL items.
+        for i in 0..DOORBELL {
+            assert_eq!(q.pop(), Some(i));
+        }
+        assert_eq!(q.pop(), None, "the last 5 wait for a ring");
+        assert!(q.is_empty());
+        assert!(q.ring_any(), "pushed items are waiting");
+        for i in DOORBELL..(DOORBELL + 5) {
+            assert_eq!(q.pop(), Some(i));
+        }
+        assert!(!q.ring_any() && q.pop().is_none());
+        q.push(99);
+        q.ring();
+        assert_eq!(q.pop(), Some(99));
     }
 
     #[test]

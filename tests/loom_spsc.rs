@@ -34,10 +34,36 @@ fn inbox_hands_items_over_across_blocks() {
         let q = Arc::new(Inbox::<u64>::default());
         let p = {
             let q = q.clone();
-            // 5 items: three blocks of 2, so two links and a retired block reused as spare.
-            thread::spawn(move || (0..5).for_each(|i| q.push(i)))
+            // 5 items: three blocks of 2, so two links and a retired block reused as spare;
+            // the doorbell rings itself at 2 and 4, the producer rings the fifth in.
+            thread::spawn(move || {
+                (0..5).for_each(|i| q.push(i));
+                q.ring();
+            })
         };
         drain(5, || q.pop());
+        p.join().unwrap();
+        assert!(q.is_empty());
+    });
+}
+
+/// A consumer rings the doorbell on the producer's behalf (the scheduler thread's periodic
+/// look): items the producer never rang in still arrive once, in order, across blocks.
+#[test]
+fn inbox_consumer_rings_for_the_producer() {
+    loom::model(|| {
+        let q = Arc::new(Inbox::<u64>::default());
+        let p = {
+            let q = q.clone();
+            // 3 items: the doorbell rings itself at 2 only.
+            thread::spawn(move || (0..3).for_each(|i| q.push(i)))
+        };
+        drain(3, || {
+            q.pop().or_else(|| {
+                q.ring_any();
+                q.pop()
+            })
+        });
         p.join().unwrap();
         assert!(q.is_empty());
     });

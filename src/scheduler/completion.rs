@@ -14,8 +14,9 @@ use std::sync::Arc;
 /// hand it to the scheduler, which routes it, and advance its wake generation.
 pub fn enqueue_ready(e: &Engine, sid: SlotId, route: Route) {
     e.ready_in.push((sid, route));
-    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge.
-    e.sched_event.notify_cond();
+    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge. A
+    // parked scheduler thread gets the doorbell rung (a spinning one rings it itself).
+    e.sched_event.notify_cond_with(|| e.ready_in.ring());
 }
 
 /// The single READY router (scheduler thread): a slot goes to its exact target's FIFO, the

@@ -125,12 +125,15 @@ pub fn scheduler_main(e: Arc<Engine>) {
             }
         };
         if let Some((deadline, spin)) = wait {
-            e.sched_event.wait_until_spin(
-                || {
+            e.sched_event.wait_until_looking(
+                |look| {
                     e.sched_event.generation() != seen
                         || e.reclaim_held.load(Ordering::SeqCst) != holding
                         || crate::lane::completions_pending(&e)
                         || !e.ready_in.is_empty()
+                        // Submissions the orchestrator pushed but has not rung in yet: this
+                        // thread rings for it every few microseconds, and before it parks.
+                        || (look && e.ready_in.ring_any())
                         || e.stopping()
                 },
                 deadline,
