@@ -102,6 +102,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
             Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
             Err(TryLockError::WouldBlock) => None,
         };
+        let lane_holds = held.is_none();
         let wait = match held {
             Some(mut g) => {
                 let s = g.as_mut().expect("installed above");
@@ -127,10 +128,14 @@ pub fn scheduler_main(e: Arc<Engine>) {
         if let Some((deadline, spin)) = wait {
             e.sched_event.wait_until_looking(
                 |look| {
+                    // While a lane holds the role, the work that arrives is that lane's to
+                    // take: looking for it on every spin would only pull the queues' lines
+                    // away from the lanes and retry the role's lock in their way.
+                    let poll = look || !lane_holds;
                     e.sched_event.generation() != seen
                         || e.reclaim_held.load(Ordering::SeqCst) != holding
-                        || crate::lane::completions_pending(&e)
-                        || !e.ready_in.is_empty()
+                        || (poll && crate::lane::completions_pending(&e))
+                        || (poll && !e.ready_in.is_empty())
                         // Submissions the orchestrator pushed but has not rung in yet: this
                         // thread rings for it every few microseconds, and before it parks.
                         || (look && e.ready_in.ring_any())
