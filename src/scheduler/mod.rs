@@ -258,32 +258,7 @@ impl Sched {
         let posted = self.dispatch();
         // Reclaim after dispatching: new work goes out first, and a run whose fence this
         // drops to zero no longer has dead entries in the queues this pass could drain.
-        // Consuming a slot of a run still being built takes the TensorMap lock and the free
-        // list's, which the submitting thread takes per submit; one slot at a time, the two
-        // threads pass those lines back and forth (a scoped stream ran twice as slow per
-        // task). So while another pass is due (this one placed work, or more arrived), such
-        // slots wait for a batch, for HOLD_MAX at most: a job placed may run for any time,
-        // and the host may be waiting to see a slot reclaimed (its heap slab, its window
-        // entry) before it lets that job finish. The scheduler thread enforces the bound;
-        // in practice its next pass with nothing else to do consumes them.
-        let batch = RECLAIM_BATCH.min(e.slots.window() as usize / 8);
-        let hold = self.reclaim.len() < batch
-            && self.holds_building_only()
-            && (posted > 0
-                || direct
-                || crate::lane::completions_pending(&e)
-                || !e.ready_in.is_empty());
-        self.held_len = self.reclaim.len();
-        if hold && self.held_since.is_none() {
-            self.held_since = Some(Instant::now());
-            // The scheduler thread times the hold: it watches the flag, and is woken if
-            // parked (notify_cond's fence orders the store before its sleeper check).
-            e.reclaim_held.store(true, Ordering::Relaxed);
-            e.sched_event.notify_cond();
-        }
-        if !hold {
-            self.consume_reclaim();
-        }
+        self.reclaim_or_hold(posted > 0 || direct);
         if traced {
             if done > 0 {
                 self.e.trace.sched("completions", t0, t1, done);
@@ -295,6 +270,35 @@ impl Sched {
             }
         }
         done > 0 || posted > 0
+    }
+
+    /// Consume the slots this pass's completions released, or hold them for a batch.
+    ///
+    /// Consuming a slot of a run still being built takes the TensorMap lock and the free
+    /// list's, which the submitting thread takes per submit; one slot at a time, the two
+    /// threads pass those lines back and forth (a scoped stream ran twice as slow per task).
+    /// So while another pass is due (this one `placed` work, or more arrived), such slots wait
+    /// for a batch, for HOLD_MAX at most: a job placed may run for any time, and the host may
+    /// be waiting to see a slot reclaimed (its heap slab, its window entry) before it lets
+    /// that job finish. The scheduler thread enforces the bound; in practice its next pass
+    /// with nothing else to do consumes them.
+    fn reclaim_or_hold(&mut self, placed: bool) {
+        let e = self.e;
+        let batch = RECLAIM_BATCH.min(e.slots.window() as usize / 8);
+        let hold = self.reclaim.len() < batch
+            && self.holds_building_only()
+            && (placed || crate::lane::completions_pending(&e) || !e.ready_in.is_empty());
+        self.held_len = self.reclaim.len();
+        if !hold {
+            return self.consume_reclaim();
+        }
+        if self.held_since.is_none() {
+            self.held_since = Some(Instant::now());
+            // The scheduler thread times the hold: it watches the flag, and is woken if
+            // parked (notify_cond's fence orders the store before its sleeper check).
+            e.reclaim_held.store(true, Ordering::Relaxed);
+            e.sched_event.notify_cond();
+        }
     }
 
     fn consume_reclaim(&mut self) {
