@@ -58,8 +58,7 @@ impl Event {
     /// The caller has published the data a `wait_until` condition reads: wake sleepers. A
     /// spinning waiter sees the data itself, so this costs no shared write when nobody parked.
     pub fn notify_cond(&self) {
-        fence(Ordering::SeqCst);
-        self.wake_sleepers();
+        self.notify_cond_with(|| ());
     }
 
     /// `notify_cond`, running `before_wake` first if anyone is parked (it can publish more

@@ -725,11 +725,6 @@ impl Orchestrator {
     fn claim_slot(&mut self, rr: RunRef, bytes: u64) -> Result<(SlotId, *mut u8)> {
         let run = rr.get().expect("the open run");
         let deadline = self.timeout();
-        if self.free_cache.is_empty() || bytes > 0 {
-            // This claim may wait for slots or heap to be reclaimed: everything pushed must
-            // be poppable first (the doorbell, see `spsc::Inbox`).
-            self.e.ready_in.ring();
-        }
         let Some(sid) = self
             .e
             .slots

@@ -121,7 +121,7 @@ impl<T> Block<T> {
 /// `DOORBELL` pushes, and whenever anyone rings it (`ring`, `ring_any`). Consumers pop and
 /// poll up to the doorbell only: a consumer polling a counter the producer writes per item
 /// pulls that line back and forth once per item (a fifth of W1's submit). The producer rings
-/// before it waits and when the consumer sleeps; a waiting consumer rings for it every few
+/// when the consumer sleeps and when its run closes; a waiting consumer rings for it every few
 /// microseconds (`ring_any` reads `pushed`), so no item waits on the producer's next call.
 pub struct Inbox<T> {
     /// Items pushed (Release after the item, and any new block's link, are written).
@@ -193,16 +193,13 @@ impl<T> Inbox<T> {
         });
         self.pushed.store(n + 1, Ordering::Release);
         if (n + 1) % DOORBELL == 0 {
-            self.doorbell.fetch_max(n + 1, Ordering::Release);
+            self.raise_doorbell(n + 1);
         }
     }
 
     /// Producer: make every item pushed so far poppable.
     pub fn ring(&self) {
-        let n = self.pushed.load(Ordering::Relaxed);
-        if self.doorbell.load(Ordering::Relaxed) < n {
-            self.doorbell.fetch_max(n, Ordering::Release);
-        }
+        self.raise_doorbell(self.pushed.load(Ordering::Relaxed));
     }
 
     /// Any thread, on the producer's behalf: make every item pushed so far poppable. Returns
@@ -210,11 +207,18 @@ impl<T> Inbox<T> {
     /// for occasional calls (a waiting consumer's periodic look), not for polling.
     pub fn ring_any(&self) -> bool {
         let n = self.pushed.load(Ordering::Acquire);
+        self.raise_doorbell(n);
+        self.popped.load(Ordering::Acquire) < n
+    }
+
+    /// Make the first `n` items poppable; `n` was read from `pushed` by this thread (the
+    /// producer's own count, or an Acquire load of it).
+    fn raise_doorbell(&self, n: u64) {
         if self.doorbell.load(Ordering::Relaxed) < n {
-            // AcqRel: whoever acquires the doorbell value also acquires the items of `n`.
+            // Release (and Acquire, for a raiser that is not the producer): whoever acquires
+            // the doorbell value also acquires the items below it.
             self.doorbell.fetch_max(n, Ordering::AcqRel);
         }
-        self.popped.load(Ordering::Acquire) < n
     }
 
     /// Consumer: the oldest item, if any.

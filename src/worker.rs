@@ -66,7 +66,7 @@ pub struct Engine {
     /// Thread token of the thread building the open run (0: none). Read without the
     /// orchestrator lock so another thread is rejected without ever contending for it.
     pub builder: std::sync::atomic::AtomicU64,
-    /// The scheduler role holds consumed slots back for a batch (`Sched::pass`): while set,
+    /// The scheduler role holds consumed slots back for a batch (`Sched::reclaim_or_hold`): while set,
     /// the scheduler thread's waits are timed, so none waits longer than the hold's bound.
     pub reclaim_held: AtomicBool,
     /// Timeline trace (off unless started).

@@ -94,7 +94,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
     *role(&e) = Some(Sched::new(&e));
     loop {
         let seen = e.sched_event.generation();
-        // A hold of consumed slots (see `Sched::pass`) starting or ending is a change to
+        // A hold of consumed slots (see `Sched::reclaim_or_hold`) starting or ending is a change to
         // look at: the wait below is timed while one lasts.
         let holding = e.reclaim_held.load(Ordering::Relaxed);
         let held = match e.sched.try_lock() {
@@ -148,7 +148,7 @@ pub fn scheduler_main(e: Arc<Engine>) {
     }
 }
 
-/// Consumed slots a pass holds back while more passes are due (see `Sched::pass`); at most
+/// Consumed slots a pass holds back while more passes are due (`Sched::reclaim_or_hold`); at most
 /// an eighth of the task window, so held slots never starve the submitter of free ones.
 const RECLAIM_BATCH: usize = 32;
 /// How long they may wait for the batch.
@@ -288,10 +288,10 @@ impl Sched {
         let hold = self.reclaim.len() < batch
             && self.holds_building_only()
             && (placed || crate::lane::completions_pending(&e) || !e.ready_in.is_empty());
-        self.held_len = self.reclaim.len();
         if !hold {
             return self.consume_reclaim();
         }
+        self.held_len = self.reclaim.len();
         if self.held_since.is_none() {
             self.held_since = Some(Instant::now());
             // The scheduler thread times the hold: it watches the flag, and is woken if
