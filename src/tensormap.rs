@@ -224,22 +224,9 @@ impl RunMap {
         (fp.dense && g == g1 && self.big.is_empty()).then_some(g)
     }
 
-    /// The head of granule `g`'s list (NIL: no list).
-    fn granule_head(&self, g: u64) -> u32 {
-        self.small.get(&g).copied().unwrap_or(NIL)
-    }
-
     /// Entries of granule `g`'s list that overlap `fp`, walked in place.
     fn granule_overlaps<'a>(&'a self, g: u64, fp: &'a Footprint) -> impl Iterator<Item = u32> + 'a {
-        self.list_overlaps(self.granule_head(g), fp)
-    }
-
-    /// Entries of the list starting at link `l` that overlap `fp`.
-    fn list_overlaps<'a>(
-        &'a self,
-        mut l: u32,
-        fp: &'a Footprint,
-    ) -> impl Iterator<Item = u32> + 'a {
+        let mut l = self.small.get(&g).copied().unwrap_or(NIL);
         std::iter::from_fn(move || {
             while l != NIL {
                 let k = self.links[l as usize];
@@ -276,9 +263,8 @@ impl RunMap {
         scratch: &mut Vec<u32>,
     ) -> Option<MapKey> {
         let g = self.one_granule(fp)?;
-        let head = self.granule_head(g);
         scratch.clear();
-        scratch.extend(self.list_overlaps(head, fp));
+        scratch.extend(self.granule_overlaps(g, fp));
         let same_bytes = |e: &MapEntry| e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi);
         let take_over = match scratch[..] {
             [] => None,
@@ -289,7 +275,7 @@ impl RunMap {
             f(self, scratch);
         }
         let Some(idx) = take_over else {
-            return Some(self.add_in_granule(*fp, owner, g, head));
+            return Some(self.add(*fp, owner));
         };
         // The new sequence number voids the old owner's journaled key: its erase finds
         // nothing. (Only in the granule index: the ordered one is keyed by sequence too.)
@@ -318,51 +304,6 @@ impl RunMap {
         }
     }
 
-    /// `add` for a dense footprint within granule `g`, whose list starts at `head`: the
-    /// entry joins the list second, behind the head (a list is a set), so an existing list
-    /// costs no second probe of the granule index.
-    fn add_in_granule(&mut self, fp: Footprint, owner: SlotId, g: u64, head: u32) -> MapKey {
-        debug_assert!(fp.dense && granules(fp.lo, fp.hi) == (g, g));
-        self.seq += 1;
-        let seq = self.seq;
-        let idx = self.new_entry(MapEntry {
-            owner,
-            lo: fp.lo,
-            hi: fp.hi,
-            seq,
-            shape: DENSE,
-            split: false,
-        });
-        if head == NIL {
-            let l = self.new_link(idx, NIL);
-            self.small.insert(g, l);
-        } else {
-            let l = self.new_link(idx, self.links[head as usize].next);
-            self.links[head as usize].next = l;
-        }
-        self.live += 1;
-        MapKey {
-            idx,
-            seq,
-            lo: fp.lo,
-            hi: fp.hi,
-        }
-    }
-
-    /// A slab index for `e` (a free one, or a new one).
-    fn new_entry(&mut self, e: MapEntry) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.entries[i as usize] = e;
-                i
-            }
-            None => {
-                self.entries.push(e);
-                (self.entries.len() - 1) as u32
-            }
-        }
-    }
-
     fn add_entry(&mut self, fp: Footprint, owner: SlotId, seq: u64, split: bool) -> u32 {
         let shape = if fp.dense {
             DENSE
@@ -373,14 +314,24 @@ impl RunMap {
             self.strided.push(fp);
             (self.strided.len() - 1) as u32
         };
-        let idx = self.new_entry(MapEntry {
+        let e = MapEntry {
             owner,
             lo: fp.lo,
             hi: fp.hi,
             seq,
             shape,
             split,
-        });
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = e;
+                i
+            }
+            None => {
+                self.entries.push(e);
+                (self.entries.len() - 1) as u32
+            }
+        };
         let (g0, g1) = granules(fp.lo, fp.hi);
         if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
