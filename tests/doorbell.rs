@@ -5,9 +5,12 @@
 
 use dagrt::callable::{register, CallableKind};
 use dagrt::orchestrator::SubmitKind;
-use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
+use dagrt::task::{CallConfig, DataType, Tag, TaskView};
 use dagrt::worker::{Worker, WorkerConfig};
 use std::ffi::c_void;
+
+mod common;
+use common::{tensor, tensor_args};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,21 +21,6 @@ unsafe extern "C" fn set(t: *const TaskView, _u: *mut c_void) -> i32 {
         (*p).fetch_add(1, Ordering::Release);
     }
     0
-}
-
-fn output(p: &AtomicU64) -> Tensor {
-    let mut shape = [0; 5];
-    shape[0] = 1;
-    Tensor {
-        data: p as *const AtomicU64 as *mut c_void,
-        offset: 0,
-        ndim: 1,
-        dtype: DataType::U64 as u32,
-        tag: Tag::Output as u32,
-        reserved: 0,
-        shape,
-        strides: [0; 5],
-    }
 }
 
 #[test]
@@ -62,17 +50,16 @@ fn tasks_submitted_last_run_without_another_call() {
         let batch = 1 + (round * 7) % 40;
         let first = next;
         for _ in 0..batch {
-            let mut t = output(&flags[next * 8]);
+            let mut t = tensor(
+                &flags[next * 8] as *const AtomicU64 as u64,
+                0,
+                DataType::U64,
+                &[1],
+                &[],
+            );
+            t.tag = Tag::Output as u32;
             next += 1;
-            let a = TaskArgs {
-                tensors: &mut t,
-                num_tensors: 1,
-                num_scalars: 0,
-                scalars: std::ptr::null(),
-                deps: std::ptr::null(),
-                num_deps: 0,
-                reserved: 0,
-            };
+            let a = tensor_args(std::slice::from_mut(&mut t));
             o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
                 .unwrap();
         }

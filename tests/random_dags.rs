@@ -77,30 +77,6 @@ fn run_seeds(salt: u64, n: u64) -> Vec<u64> {
 }
 
 // ---------------------------------------------------------------------------------------
-// RNG: splitmix64, reproducible from a seed.
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Uniform in lo..=hi.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-    fn pct(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Executor and what it records
 
 #[derive(Default)]

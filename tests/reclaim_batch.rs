@@ -5,10 +5,13 @@
 
 use dagrt::callable::{register, CallableKind};
 use dagrt::orchestrator::SubmitKind;
-use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
+use dagrt::task::{CallConfig, DataType, Tag, TaskView};
 use dagrt::worker::{Worker, WorkerConfig};
 use serde_json::Value;
 use std::ffi::c_void;
+
+mod common;
+use common::{tensor, tensor_args};
 use std::time::{Duration, Instant};
 
 /// Busy for a few microseconds, then mark the task's buffer: long enough that two lanes
@@ -24,21 +27,6 @@ unsafe extern "C" fn work(t: *const TaskView, _u: *mut c_void) -> i32 {
         *p += 1;
     }
     0
-}
-
-fn output(p: *mut u64) -> Tensor {
-    let mut shape = [0; 5];
-    shape[0] = 1;
-    Tensor {
-        data: p.cast(),
-        offset: 0,
-        ndim: 1,
-        dtype: DataType::U64 as u32,
-        tag: Tag::Output as u32,
-        reserved: 0,
-        shape,
-        strides: [0; 5],
-    }
 }
 
 #[test]
@@ -78,16 +66,15 @@ fn lanes_consume_a_scoped_stream_in_batches() {
                 }
                 o.scope_begin().unwrap();
             }
-            let mut t = output(&mut bufs[i * 8]);
-            let a = TaskArgs {
-                tensors: &mut t,
-                num_tensors: 1,
-                num_scalars: 0,
-                scalars: std::ptr::null(),
-                deps: std::ptr::null(),
-                num_deps: 0,
-                reserved: 0,
-            };
+            let mut t = tensor(
+                &mut bufs[i * 8] as *mut u64 as u64,
+                0,
+                DataType::U64,
+                &[1],
+                &[],
+            );
+            t.tag = Tag::Output as u32;
+            let a = tensor_args(std::slice::from_mut(&mut t));
             o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
                 .unwrap();
         }

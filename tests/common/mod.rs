@@ -1,6 +1,7 @@
-//! Pieces shared by the randomized integration tests (`random_dags.rs`,
-//! `fault_injection.rs`): the RNG, run settings, lanes, buffers, and generators of strided
-//! tensor views. Each test binary compiles its own copy; not every binary uses every item.
+//! Pieces shared by the integration tests (`random_dags.rs`, `fault_injection.rs`,
+//! `doorbell.rs`, `reclaim_batch.rs`): the RNG, run settings, lanes, buffers, tensors and
+//! task args, and generators of strided tensor views. Each test binary compiles its own copy;
+//! not every binary uses every item.
 #![allow(dead_code, unused_imports)]
 
 use dagrt::callable::Callable;
@@ -45,6 +46,28 @@ pub fn serial() -> MutexGuard<'static, ()> {
 #[derive(Clone)]
 pub struct Rng(pub u64);
 
+/// splitmix64.
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// Uniform in lo..=hi.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    pub fn pct(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+}
+
 /// Global sequence: every executor start and end takes one number.
 pub static SEQ: AtomicU64 = AtomicU64::new(1);
 
@@ -78,6 +101,19 @@ pub fn tensor(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &
     t.shape[..shape.len()].copy_from_slice(shape);
     t.strides[..strides.len()].copy_from_slice(strides);
     t
+}
+
+/// One member's args holding only `tensors` (no scalars, no explicit deps).
+pub fn tensor_args(tensors: &mut [Tensor]) -> TaskArgs {
+    TaskArgs {
+        tensors: tensors.as_mut_ptr(),
+        num_tensors: tensors.len() as u32,
+        num_scalars: 0,
+        scalars: std::ptr::null(),
+        deps: std::ptr::null(),
+        num_deps: 0,
+        reserved: 0,
+    }
 }
 
 pub fn dtype_of(es: u64) -> DataType {
