@@ -410,21 +410,12 @@ impl Sched {
     fn place_direct(&mut self, sid: crate::slot::SlotId, r: &crate::slot::Route) -> bool {
         let lane = match r.kind {
             ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
-            ROUTE_SUB if r.members == 1 => self.sub_lane_for_single(),
+            ROUTE_SUB if r.members == 1 => book::sub_lane_for_single(&self.lanes, &self.sub),
             _ => None,
         };
         let Some(l) = lane else { return false };
         self.post_single(l as usize, sid);
         true
-    }
-
-    /// Where a SUB single goes: the SUB lane with the fewest jobs outstanding that has room.
-    fn sub_lane_for_single(&self) -> Option<u32> {
-        self.sub
-            .iter()
-            .copied()
-            .filter(|&l| self.lanes[l as usize].has_room())
-            .min_by_key(|&l| self.lanes[l as usize].load())
     }
 
     /// One dispatch pass; returns how many jobs it posted.
@@ -478,13 +469,13 @@ impl Sched {
                     self.post_single(l, sid);
                 }
             }
-            // SUB: a single goes to the SUB lane with the fewest jobs outstanding (that has
-            // room); a group needs that many distinct idle lanes, else it stays at the head
-            // and the pass ends.
+            // SUB: a single goes where `book::sub_lane_for_single` says (packed while jobs
+            // are tiny, else the least loaded lane with room); a group needs that many
+            // distinct idle lanes, else it stays at the head and the pass ends.
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
                 if need == 1 {
-                    let Some(l) = self.sub_lane_for_single() else {
+                    let Some(l) = book::sub_lane_for_single(&self.lanes, &self.sub) else {
                         break;
                     };
                     q.sub.pop();
@@ -580,7 +571,10 @@ impl Sched {
             let mut taken = None;
             for &from in self.sub.iter() {
                 let from = from as usize;
-                if from != idle && self.lanes[from].load() > 1 {
+                // Tiny jobs queued behind one another start within microseconds, unless
+                // the one running turns out long (`may_steal_from`).
+                if from != idle && self.lanes[from].load() > 1 && self.lanes[from].may_steal_from()
+                {
                     taken =
                         self.lanes[from].steal(|sid| slots.get(sid).core.try_claim_running_id(sid));
                     if taken.is_some() {
