@@ -6,7 +6,9 @@
 //! scheduler can take one back: it claims the slot READY -> RUNNING itself and posts it to the
 //! idle lane. The original lane then loses the claim and reports the job skipped. That keeps
 //! prefetching (which hides the scheduler's wake-up latency behind the running job) from
-//! stranding a critical task behind a long one.
+//! stranding a critical task behind a long one. Jobs queued behind tiny ones are left where
+//! they are (they start within microseconds) until that lane stops reporting
+//! (`LaneBook::may_steal_from`).
 
 use crate::slot::SlotId;
 use std::collections::VecDeque;
