@@ -7,8 +7,9 @@ Reads RESULTS_DIR/dagrt.r*.jsonl (benches/workloads.rs output) and RESULTS_DIR/p
 (run.sh output: "peer workload N ns_per_task"). Per figure, the median over rounds of each
 round's median (min/max: over rounds, of the per-round medians for peers and of the per-rep
 extremes for dagrt). Prints a table per workload at the chosen lane/thread count (default 2):
-dagrt best lane kind, each kind, each peer "-t<lanes>", and dagrt best / best peer.
-Writes RESULTS_DIR/summary.json.
+dagrt best lane kind, each kind, each peer "-t<lanes>", dagrt best / best peer, and that
+ratio within each round (dagrt and the peers run back to back in a round, so the spread of
+these shows how far the machine's drift moves the ratio). Writes RESULTS_DIR/summary.json.
 """
 import glob
 import json
@@ -29,18 +30,24 @@ def main():
 
     # dagrt: (workload, lanes, kind) -> list of per-round records
     dg = {}
+    # round -> {(workload, lanes, kind) or (peer, workload): that round's median}
+    by_round = {}
     for path in sorted(glob.glob(os.path.join(d, "dagrt.r*.jsonl"))):
+        rnd = round_of(path)
         for line in open(path):
             line = line.strip()
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            dg.setdefault((r["workload"], r["lanes"], r["lane_kind"]), []).append(r)
+            k = (r["workload"], r["lanes"], r["lane_kind"])
+            dg.setdefault(k, []).append(r)
+            by_round.setdefault(rnd, {})[k] = r["ns_per_task_median"]
 
     # peers: (peer, workload) -> list of per-round medians
     pe = {}
     phys = {}
     for path in sorted(glob.glob(os.path.join(d, "peers.r*.txt"))):
+        rnd = round_of(path)
         for line in open(path):
             p = line.split()
             if len(p) != 4 or line.startswith("#"):
@@ -53,6 +60,7 @@ def main():
                 phys.setdefault(p[1], []).append(v)
             else:
                 pe.setdefault((p[0], p[1]), []).append(v)
+                by_round.setdefault(rnd, {})[(p[0], p[1])] = v
 
     summary = {"results_dir": os.path.abspath(d), "lanes": lanes, "workloads": {},
                "dagrt_all": [], "peers_all": [], "phys": {}}
@@ -85,7 +93,7 @@ def main():
 
     rows = []
     hdr = (["workload", "dagrt best", "kind"] + [f"dagrt {k}" for k in kinds]
-           + [p for p in peer_names] + ["best peer", "dagrt/best"])
+           + [p for p in peer_names] + ["best peer", "dagrt/best", "per round"])
     for w in workloads:
         ent = {"workload": w, "dagrt": {}, "peers": {}}
         for k in kinds:
@@ -106,13 +114,22 @@ def main():
         ent["best_peer_ns"] = ent["peers"][best_p] if best_p else None
         ent["ratio_dagrt_over_best_peer"] = (
             ent["dagrt_best"] / ent["best_peer_ns"] if best_k and best_p else None)
+        per_round = []
+        for rnd in sorted(by_round):
+            got = by_round[rnd]
+            ours = [got[(w, lanes, k)] for k in kinds if (w, lanes, k) in got]
+            theirs = [got[(p, w)] for p in peer_names if (p, w) in got]
+            if ours and theirs:
+                per_round.append(min(ours) / min(theirs))
+        ent["ratio_per_round"] = per_round
         summary["workloads"][w] = ent
         rows.append([w, fmt(ent["dagrt_best"]), best_k or "-"]
                     + [fmt(ent["dagrt"].get(k, {}).get("median")) for k in kinds]
                     + [fmt(ent["peers"].get(p)) for p in peer_names]
                     + [best_p or "-",
                        "-" if ent["ratio_dagrt_over_best_peer"] is None
-                       else f"{ent['ratio_dagrt_over_best_peer']:.2f}"])
+                       else f"{ent['ratio_dagrt_over_best_peer']:.2f}",
+                       "/".join(f"{x:.2f}" for x in per_round) or "-"])
 
     widths = [max(len(str(r[i])) for r in [hdr] + rows) for i in range(len(hdr))]
     print(f"ns per task (median over rounds of the median of reps); dagrt {lanes} lanes "
@@ -134,6 +151,11 @@ def main():
                   + (f"  reducer submit {red / 1e6:.1f} ms" if red else ""))
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
+
+
+def round_of(path):
+    """The round number N of a dagrt.rN.jsonl or peers.rN.txt file."""
+    return int(re.search(r"\.r(\d+)\.", os.path.basename(path)).group(1))
 
 
 if __name__ == "__main__":
