@@ -114,9 +114,31 @@ impl Event {
     /// seen). For conditions with a part too costly to poll on every spin.
     pub fn wait_until_looking(
         &self,
-        mut cond: impl FnMut(bool) -> bool,
+        cond: impl FnMut(bool) -> bool,
         deadline: Option<Instant>,
         budget: Duration,
+    ) -> bool {
+        self.wait_inner(cond, deadline, budget, None)
+    }
+
+    /// `wait_until_looking` without a deadline, parked for at most `nap` once the spin budget
+    /// is spent (the park's timeout is set only then: a wait met while spinning reads no clock
+    /// for it). False when the nap ran out first.
+    pub fn wait_napping(
+        &self,
+        cond: impl FnMut(bool) -> bool,
+        budget: Duration,
+        nap: Duration,
+    ) -> bool {
+        self.wait_inner(cond, None, budget, Some(nap))
+    }
+
+    fn wait_inner(
+        &self,
+        mut cond: impl FnMut(bool) -> bool,
+        mut deadline: Option<Instant>,
+        budget: Duration,
+        nap: Option<Duration>,
     ) -> bool {
         if cond(true) {
             return true;
@@ -141,6 +163,9 @@ impl Event {
             if cond(look) {
                 return true;
             }
+        }
+        if let Some(n) = nap {
+            deadline = deadline.or_else(|| Instant::now().checked_add(n));
         }
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let met = loop {

@@ -62,6 +62,12 @@ impl LaneKind {
 /// while long tasks keep the seed's one-job-per-idle-lane placement.
 pub const MAILBOX_DEPTH: u32 = 8;
 
+/// How long a parked idle lane sleeps before it looks around (`scheduler::idle_sweep`);
+/// doubled after each look that finds nothing, up to IDLE_NAP_MAX, so an idle worker wakes
+/// each lane a few times a second at most.
+const IDLE_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+const IDLE_NAP_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The scheduler -> lane handoff: a single-producer (the scheduler role's holder, one at a time
 /// under the role lock) single-consumer (lane) ring, with the lane's wake-up.
 pub struct Mailbox {
@@ -98,18 +104,36 @@ impl Mailbox {
 
     /// Lane: wait for the next job; `None` means stop. `spin`: whether to spin before
     /// parking (after short jobs the next one is usually a handoff away; after long ones,
-    /// spinning would only take CPU from the lanes still running kernels).
-    pub fn next(&self, spin: bool) -> Option<Job> {
-        let budget = if spin {
+    /// spinning would only take CPU from the lanes still running kernels). `idle` runs, while
+    /// no job waits, at each of the wait's looks (about every 64 spins) and each time a nap
+    /// runs out: parked,
+    /// the lane wakes after IDLE_NAP, then twice as long each time, up to IDLE_NAP_MAX.
+    pub fn next(&self, spin: bool, mut idle: impl FnMut()) -> Option<Job> {
+        let mut budget = if spin {
             crate::event::spin_budget()
         } else {
             std::time::Duration::ZERO
         };
-        self.wake.wait_until_spin(
-            || !self.jobs.is_empty() || self.stop.load(Ordering::Acquire),
-            None,
+        let mut nap = IDLE_NAP;
+        while !self.wake.wait_napping(
+            |look| {
+                let ready = || !self.jobs.is_empty() || self.stop.load(Ordering::Acquire);
+                // Only when there is nothing to run: a job waiting costs no look.
+                if ready() {
+                    return true;
+                }
+                if look {
+                    idle();
+                }
+                ready()
+            },
             budget,
-        );
+            nap,
+        ) {
+            idle();
+            budget = std::time::Duration::ZERO;
+            nap = (nap * 2).min(IDLE_NAP_MAX);
+        }
         self.jobs.pop()
     }
 }

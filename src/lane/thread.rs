@@ -11,7 +11,22 @@ use std::sync::Arc;
 pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let lane = &e.lanes[idx as usize];
     let mut last_ns = 0;
-    while let Some(job) = lane.mailbox.next(last_ns < crate::scheduler::SHORT_JOB_NS) {
+    // An idle lane looks for jobs queued behind another lane's stalled one every
+    // STUCK_SWEEP while it spins: with nothing else happening, no pass would (see
+    // `scheduler::idle_sweep`).
+    let mut looked = std::time::Instant::now();
+    let idle = |looked: &mut std::time::Instant| {
+        if looked.elapsed() >= crate::scheduler::STUCK_SWEEP {
+            *looked = std::time::Instant::now();
+            crate::scheduler::idle_sweep(&e);
+        }
+    };
+    while let Some(job) = lane
+        .mailbox
+        .next(last_ns < crate::scheduler::SHORT_JOB_NS, || {
+            idle(&mut looked)
+        })
+    {
         // A job queued behind another is claimed now; losing the claim (it was cancelled or
         // moved to another lane) means it is reported skipped, unrun.
         let ran = job.claimed || e.slots.get(job.slot).core.try_claim_running_id(job.slot);

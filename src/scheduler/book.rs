@@ -31,6 +31,11 @@ pub const PACK_JOB_NS: u64 = 2_000;
 /// may be taken back. Checks, not time: a pass reads no clock.
 const STUCK_CHECKS: u32 = 32;
 
+/// When nothing else happens (no pass to count checks), an idle lane looks at a lane of tiny
+/// jobs holding queued ones this often (`scheduler::idle_sweep`); a lane that has reported
+/// nothing between two looks is stuck.
+pub const STUCK_SWEEP: std::time::Duration = std::time::Duration::from_micros(50);
+
 /// Jobs a lane running long jobs may hold: the running one and the next, so the lane starts
 /// the next one without waiting for the scheduler to wake up (~50 us on these machines).
 const LONG_JOB_DEPTH: u32 = 2;
@@ -54,6 +59,8 @@ pub struct LaneBook {
     completed: u64,
     seen: u64,
     stale_checks: u32,
+    /// Completions as of the scheduler thread's last `sweep`.
+    swept: u64,
 }
 
 impl Default for LaneBook {
@@ -65,6 +72,7 @@ impl Default for LaneBook {
             completed: 0,
             seen: 0,
             stale_checks: 0,
+            swept: 0,
         }
     }
 }
@@ -152,6 +160,22 @@ impl LaneBook {
         self.stale_checks > STUCK_CHECKS
     }
 
+    /// Whether jobs wait behind this lane's running one while it runs tiny jobs: what the
+    /// stuck rule watches.
+    pub fn queues_tiny(&self) -> bool {
+        self.tiny_jobs() && self.load() > 1
+    }
+
+    /// An idle lane's look (every STUCK_SWEEP while `queues_tiny` and another lane idles): no completion since the last look makes the next `may_steal_from` true. The
+    /// first look of an episode (`first`) only notes where the lane is.
+    pub fn sweep(&mut self, first: bool) {
+        if !first && self.completed == self.swept {
+            self.seen = self.completed;
+            self.stale_checks = STUCK_CHECKS;
+        }
+        self.swept = self.completed;
+    }
+
     /// Take back the first queued job that `claim` (READY -> RUNNING) still wins; the lane
     /// will skip it. A job whose claim fails has started (or was cancelled): left alone.
     pub fn steal(&mut self, mut claim: impl FnMut(SlotId) -> bool) -> Option<SlotId> {
@@ -229,5 +253,17 @@ mod tests {
         // A completion is progress: the count starts over.
         b.complete(1000, Some(300));
         assert!(!b.may_steal_from());
+    }
+
+    #[test]
+    fn two_sweeps_without_a_completion_mark_a_lane_stuck() {
+        let mut b = book(&[300; 8], 3);
+        b.sweep(true);
+        assert!(!b.may_steal_from(), "one look is no interval");
+        b.complete(1000, Some(300));
+        b.sweep(false);
+        assert!(!b.may_steal_from(), "a completion between the looks");
+        b.sweep(false);
+        assert!(b.may_steal_from(), "nothing between two looks");
     }
 }

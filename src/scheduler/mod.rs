@@ -20,7 +20,7 @@ pub mod completion;
 pub mod queues;
 
 use book::LaneBook;
-pub use book::SHORT_JOB_NS;
+pub use book::{SHORT_JOB_NS, STUCK_SWEEP};
 
 use crate::lane::{Completion, Job, LaneKind};
 use crate::slot::{Edge, ROUTE_SINGLE, ROUTE_SUB};
@@ -69,6 +69,9 @@ pub struct Sched {
     idle_subs: Vec<u32>,
     /// The current stall episode of a blocked group head, if any.
     stall: Option<Stall>,
+    /// When the next idle lane's look sweeps for stuck lanes of tiny jobs
+    /// (`book::STUCK_SWEEP`; None while no lane queues tiny jobs with another idle).
+    next_sweep: Option<Instant>,
 }
 
 // SAFETY: `EngineRef` is a shared reference in all but lifetime (see its Deref); everything
@@ -158,6 +161,20 @@ const HOLD_MAX: Duration = Duration::from_micros(100);
 /// the scheduler thread.
 const LANE_PASSES: u32 = 4;
 
+/// An idle lane's look, every STUCK_SWEEP while it spins: if the role is free and a lane of
+/// tiny jobs has jobs queued behind one that has not reported since the previous look, run a
+/// pass, which takes them back for the idle lanes. Without it, jobs packed behind a long job
+/// among tiny ones would wait for it whenever nothing else caused a pass.
+pub fn idle_sweep(e: &Engine) {
+    let Ok(mut g) = e.sched.try_lock() else {
+        return;
+    };
+    let Some(s) = g.as_mut() else { return };
+    if s.sweep_if_due() {
+        s.pass();
+    }
+}
+
 /// A lane reported a completion: run the passes it calls for if the role is free, else make
 /// sure the scheduler thread sees it.
 pub fn after_completion(e: &Engine) {
@@ -214,6 +231,7 @@ impl Sched {
             held_len: 0,
             idle_subs: Vec::new(),
             stall: None,
+            next_sweep: None,
         }
     }
 
@@ -312,6 +330,35 @@ impl Sched {
         if self.held_since.take().is_some() {
             self.e.reclaim_held.store(false, Ordering::Release);
         }
+    }
+
+    /// An idle lane's look (`idle_sweep`): while a lane of tiny jobs holds queued ones and
+    /// another SUB lane idles, sweep at most every STUCK_SWEEP for one that stopped
+    /// reporting (with no other activity, no pass would count the checks `may_steal_from`
+    /// relies on). Returns whether it swept (and a pass may now take jobs back).
+    fn sweep_if_due(&mut self) -> bool {
+        let idle = self.sub.iter().any(|&l| self.lanes[l as usize].idle());
+        if !(idle
+            && self
+                .sub
+                .iter()
+                .any(|&l| self.lanes[l as usize].queues_tiny()))
+        {
+            self.next_sweep = None;
+            return false;
+        }
+        let now = Instant::now();
+        if self.next_sweep.is_some_and(|t| now < t) {
+            return false;
+        }
+        let first = self.next_sweep.is_none();
+        for &l in &self.sub {
+            if self.lanes[l as usize].queues_tiny() {
+                self.lanes[l as usize].sweep(first);
+            }
+        }
+        self.next_sweep = Some(now + book::STUCK_SWEEP);
+        !first
     }
 
     /// When the slots held back for a batch must be consumed, whatever the passes do.
