@@ -142,6 +142,16 @@ fn tiny_jobs_submitted_together_run_on_one_lane() {
 
 #[test]
 fn jobs_queued_behind_a_stalled_tiny_job_move_to_the_idle_lane() {
+    stalled_tiny_job(false);
+}
+
+/// The same with the idle lane parked first: it wakes to look from time to time.
+#[test]
+fn jobs_queued_behind_a_stalled_tiny_job_move_to_a_parked_lane() {
+    stalled_tiny_job(true);
+}
+
+fn stalled_tiny_job(park_first: bool) {
     let (w, c) = engine();
     let e = w.engine().unwrap().clone();
     let mut o = w.orchestrator().unwrap().lock().unwrap();
@@ -151,6 +161,10 @@ fn jobs_queued_behind_a_stalled_tiny_job_move_to_the_idle_lane() {
     let blocker = rec(Some(gate.0), Duration::ZERO);
     submit(&mut o, &c, blocker);
     let held = wait_run("the blocking task", blocker);
+    if park_first {
+        // Well past the spin budget: the other lane and the scheduler thread park.
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Packed behind the blocker (or spread, if the lanes' averages are not tiny just now);
     // then nothing else happens: the scheduler thread's sweep finds the blocked lane silent
     // and the jobs move to the idle lane.

@@ -106,8 +106,8 @@ impl Mailbox {
     /// parking (after short jobs the next one is usually a handoff away; after long ones,
     /// spinning would only take CPU from the lanes still running kernels). `idle` runs, while
     /// no job waits, at each of the wait's looks (about every 64 spins) and each time a nap
-    /// runs out: parked,
-    /// the lane wakes after IDLE_NAP, then twice as long each time, up to IDLE_NAP_MAX.
+    /// runs out: parked, the lane wakes after IDLE_NAP, then twice as long each time, up to
+    /// IDLE_NAP_MAX.
     pub fn next(&self, spin: bool, mut idle: impl FnMut()) -> Option<Job> {
         let mut budget = if spin {
             crate::event::spin_budget()

@@ -59,7 +59,7 @@ pub struct LaneBook {
     completed: u64,
     seen: u64,
     stale_checks: u32,
-    /// Completions as of the scheduler thread's last `sweep`.
+    /// Completions as of the last `sweep`.
     swept: u64,
 }
 
@@ -166,7 +166,8 @@ impl LaneBook {
         self.tiny_jobs() && self.load() > 1
     }
 
-    /// An idle lane's look (every STUCK_SWEEP while `queues_tiny` and another lane idles): no completion since the last look makes the next `may_steal_from` true. The
+    /// An idle lane's look (at most every STUCK_SWEEP while `queues_tiny` and another lane
+    /// idles): no completion since the last look makes the next `may_steal_from` true. The
     /// first look of an episode (`first`) only notes where the lane is.
     pub fn sweep(&mut self, first: bool) {
         if !first && self.completed == self.swept {
