@@ -3,14 +3,13 @@
 //! that submits a few tasks and then waits on their effects without calling dagrt again must
 //! still see them run, whether the scheduler thread is spinning or parked at the time.
 
-use dagrt::callable::{register, CallableKind};
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, DataType, Tag, TaskView};
-use dagrt::worker::{Worker, WorkerConfig};
+use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 
 mod common;
-use common::{tensor, tensor_args};
+use common::{sub_worker, tensor, tensor_args};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,18 +24,8 @@ unsafe extern "C" fn set(t: *const TaskView, _u: *mut c_void) -> i32 {
 
 #[test]
 fn tasks_submitted_last_run_without_another_call() {
-    let mut w = Worker::new(WorkerConfig::default()).unwrap();
-    w.add_sub_lanes(2).unwrap();
-    w.init().unwrap();
+    let (w, c) = sub_worker(WorkerConfig::default(), 2, "doorbell.set", set);
     let e = w.engine().unwrap().clone();
-    let c = register(
-        "doorbell.set",
-        7,
-        CallableKind::Task as u32,
-        set,
-        std::ptr::null_mut(),
-    )
-    .unwrap();
     let flags: Vec<AtomicU64> = (0..40 * 40 * 8).map(|_| AtomicU64::new(0)).collect();
     let mut o = w.orchestrator().unwrap().lock().unwrap();
     let run = o.begin_run().unwrap();

@@ -3,15 +3,14 @@
 //! behind the submitter shows reclaim batches larger than any one pass could drain, and
 //! everything is still reclaimed by the end of the run.
 
-use dagrt::callable::{register, CallableKind};
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, DataType, Tag, TaskView};
-use dagrt::worker::{Worker, WorkerConfig};
+use dagrt::worker::WorkerConfig;
 use serde_json::Value;
 use std::ffi::c_void;
 
 mod common;
-use common::{tensor, tensor_args};
+use common::{sub_worker, tensor, tensor_args};
 use std::time::{Duration, Instant};
 
 /// Busy for a few microseconds, then mark the task's buffer: long enough that two lanes
@@ -36,23 +35,13 @@ fn lanes_consume_a_scoped_stream_in_batches() {
     // More completions than one pass can drain: every lane's mailbox, full.
     let one_pass = 2 * dagrt::lane::MAILBOX_DEPTH;
     let path = std::env::temp_dir().join(format!("dagrt-reclaim-{}.json", std::process::id()));
-    let mut w = Worker::new(WorkerConfig {
+    let cfg = WorkerConfig {
         heap_ring_size: 1 << 20,
         task_window: 4096,
         timeout_ms: 10_000,
-    })
-    .unwrap();
-    w.add_sub_lanes(2).unwrap();
-    w.init().unwrap();
+    };
+    let (w, c) = sub_worker(cfg, 2, "reclaim.work", work);
     let e = w.engine().unwrap().clone();
-    let c = register(
-        "reclaim.work",
-        7,
-        CallableKind::Task as u32,
-        work,
-        std::ptr::null_mut(),
-    )
-    .unwrap();
     // One cache line per task's buffer, as in the W1 workload.
     let mut bufs = vec![0u64; TASKS * 8];
     e.trace.start(path.clone());

@@ -4,7 +4,7 @@
 //! whose running job turns out long stops reporting, and the jobs queued behind it are taken
 //! back for the idle lane, also when nothing else happens.
 
-use dagrt::callable::{register, Callable, CallableKind};
+use dagrt::callable::Callable;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::task::{CallConfig, DataType, Tag, TaskView};
 use dagrt::worker::{Worker, WorkerConfig};
@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{tensor, tensor_args};
+use common::{sub_worker, tensor, tensor_args};
 
 /// What one task records: the lane that ran it (its view id, 0 until run), and the gate it
 /// waits on (if any) once it has recorded that.
@@ -88,18 +88,7 @@ fn wait_run(what: &str, r: &Rec) -> i32 {
 }
 
 fn engine() -> (Worker, Callable) {
-    let mut w = Worker::new(WorkerConfig::default()).unwrap();
-    w.add_sub_lanes(2).unwrap();
-    w.init().unwrap();
-    let c = register(
-        "sub_placement.record",
-        3,
-        CallableKind::Task as u32,
-        record,
-        std::ptr::null_mut(),
-    )
-    .unwrap();
-    (w, c)
+    sub_worker(WorkerConfig::default(), 2, "sub_placement.record", record)
 }
 
 /// Tasks one at a time (each waited for), so the lanes' recent job lengths are `busy`.

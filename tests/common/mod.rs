@@ -1,6 +1,7 @@
 //! Pieces shared by the integration tests (`random_dags.rs`, `fault_injection.rs`,
-//! `doorbell.rs`, `reclaim_batch.rs`): the RNG, run settings, lanes, buffers, tensors and
-//! task args, and generators of strided tensor views. Each test binary compiles its own copy;
+//! `doorbell.rs`, `reclaim_batch.rs`, `sub_placement.rs`): the RNG, run settings, lanes, a
+//! started worker with one callable, buffers, tensors and task args, and generators of
+//! strided tensor views. Each test binary compiles its own copy;
 //! not every binary uses every item.
 #![allow(dead_code, unused_imports)]
 
@@ -101,6 +102,27 @@ pub fn tensor(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &
     t.shape[..shape.len()].copy_from_slice(shape);
     t.strides[..strides.len()].copy_from_slice(strides);
     t
+}
+
+/// A started worker with `subs` SUB lanes, and `exec` registered as task callable `name`.
+pub fn sub_worker(
+    cfg: WorkerConfig,
+    subs: u32,
+    name: &str,
+    exec: dagrt::callable::Executor,
+) -> (Worker, Callable) {
+    let mut w = Worker::new(cfg).unwrap();
+    w.add_sub_lanes(subs).unwrap();
+    w.init().unwrap();
+    let c = dagrt::callable::register(
+        name,
+        7,
+        dagrt::callable::CallableKind::Task as u32,
+        exec,
+        std::ptr::null_mut(),
+    )
+    .unwrap();
+    (w, c)
 }
 
 /// One member's args holding only `tensors` (no scalars, no explicit deps).
