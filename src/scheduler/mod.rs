@@ -337,13 +337,8 @@ impl Sched {
     /// reporting (with no other activity, no pass would count the checks `may_steal_from`
     /// relies on). Returns whether it swept (and a pass may now take jobs back).
     fn sweep_if_due(&mut self) -> bool {
-        let idle = self.sub.iter().any(|&l| self.lanes[l as usize].idle());
-        if !(idle
-            && self
-                .sub
-                .iter()
-                .any(|&l| self.lanes[l as usize].queues_tiny()))
-        {
+        let any = |f: fn(&LaneBook) -> bool| self.sub.iter().any(|&l| f(&self.lanes[l as usize]));
+        if !(any(LaneBook::idle) && any(LaneBook::queues_tiny)) {
             self.next_sweep = None;
             return false;
         }
