@@ -7,7 +7,7 @@
 use dagrt::callable::Callable;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::task::{CallConfig, DataType, Tag, TaskView};
-use dagrt::worker::{Worker, WorkerConfig};
+use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -87,8 +87,17 @@ fn wait_run(what: &str, r: &Rec) -> i32 {
     }
 }
 
-fn engine() -> (Worker, Callable) {
-    sub_worker(WorkerConfig::default(), 2, "sub_placement.record", record)
+/// A run on a fresh 2-SUB-lane worker: `body` submits into it; then the run is closed and
+/// waited for. (A gate `body` holds opens as it returns or unwinds, before the teardown.)
+fn in_run(body: impl FnOnce(&mut Orchestrator, &Callable)) {
+    let (w, c) = sub_worker(WorkerConfig::default(), 2, "sub_placement.record", record);
+    let e = w.engine().unwrap().clone();
+    let mut o = w.orchestrator().unwrap().lock().unwrap();
+    let run = o.begin_run().unwrap();
+    body(&mut o, &c);
+    o.close_run_submission(run).unwrap();
+    drop(o);
+    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
 }
 
 /// Tasks one at a time (each waited for), so the lanes' recent job lengths are `busy`.
@@ -100,33 +109,37 @@ fn warm(o: &mut Orchestrator, c: &Callable, n: usize, busy: Duration) {
     }
 }
 
+/// A task that runs until the returned gate opens, started: its gate and its lane.
+fn blocker(o: &mut Orchestrator, c: &Callable) -> (Gate, i32) {
+    let gate = Gate::new();
+    let r = rec(Some(gate.0), Duration::ZERO);
+    submit(o, c, r);
+    (gate, wait_run("the blocking task", r))
+}
+
 #[test]
 fn tiny_jobs_submitted_together_run_on_one_lane() {
-    let (w, c) = engine();
-    let e = w.engine().unwrap().clone();
-    let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = o.begin_run().unwrap();
-    // A lane preempted in the middle of a warm-up task has a long average for the next few
-    // dozen, and one preempted with jobs queued is robbed: on a loaded machine an attempt
-    // may spread. The old policy (always the least loaded lane) spreads every attempt.
-    for attempt in 1.. {
-        warm(&mut o, &c, 200, Duration::ZERO);
-        let burst: Vec<&Rec> = (0..4).map(|_| rec(None, Duration::ZERO)).collect();
-        for r in &burst {
-            submit(&mut o, &c, r);
+    in_run(|o, c| {
+        // A lane preempted in the middle of a warm-up task has a long average for the next
+        // few dozen, and one preempted with jobs queued is robbed: on a loaded machine an
+        // attempt may spread. The old policy (always the least loaded lane) spreads every
+        // attempt.
+        for attempt in 1.. {
+            warm(o, c, 200, Duration::ZERO);
+            let burst: Vec<&Rec> = (0..4).map(|_| rec(None, Duration::ZERO)).collect();
+            for r in &burst {
+                submit(o, c, r);
+            }
+            let lanes: Vec<i32> = burst.iter().map(|r| wait_run("a burst task", r)).collect();
+            if lanes.iter().all(|&l| l == lanes[0]) {
+                break;
+            }
+            assert!(
+                attempt < 5,
+                "a burst of tiny tasks spread over lanes {lanes:?} (5 attempts)"
+            );
         }
-        let lanes: Vec<i32> = burst.iter().map(|r| wait_run("a burst task", r)).collect();
-        if lanes.iter().all(|&l| l == lanes[0]) {
-            break;
-        }
-        assert!(
-            attempt < 5,
-            "a burst of tiny tasks spread over lanes {lanes:?} (5 attempts)"
-        );
-    }
-    o.close_run_submission(run).unwrap();
-    drop(o);
-    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
+    });
 }
 
 #[test]
@@ -141,53 +154,35 @@ fn jobs_queued_behind_a_stalled_tiny_job_move_to_a_parked_lane() {
 }
 
 fn stalled_tiny_job(park_first: bool) {
-    let (w, c) = engine();
-    let e = w.engine().unwrap().clone();
-    let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = o.begin_run().unwrap();
-    warm(&mut o, &c, 200, Duration::ZERO);
-    let gate = Gate::new();
-    let blocker = rec(Some(gate.0), Duration::ZERO);
-    submit(&mut o, &c, blocker);
-    let held = wait_run("the blocking task", blocker);
-    if park_first {
-        // Well past the spin budget: the other lane and the scheduler thread park.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Packed behind the blocker (or spread, if the lanes' averages are not tiny just now);
-    // then nothing else happens: the scheduler thread's sweep finds the blocked lane silent
-    // and the jobs move to the idle lane.
-    let queued: Vec<&Rec> = (0..3).map(|_| rec(None, Duration::ZERO)).collect();
-    for r in &queued {
-        submit(&mut o, &c, r);
-    }
-    for r in &queued {
-        let ran = wait_run("a task queued behind the blocker", r);
-        assert_ne!(ran, held, "ran behind the blocker");
-    }
-    drop(gate);
-    o.close_run_submission(run).unwrap();
-    drop(o);
-    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
+    in_run(|o, c| {
+        warm(o, c, 200, Duration::ZERO);
+        let (_gate, held) = blocker(o, c);
+        if park_first {
+            // Well past the spin budget: the other lane and the scheduler thread park.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Packed behind the blocker (or spread, if the lanes' averages are not tiny just
+        // now); then nothing else happens: the idle lane's looks find the blocked lane
+        // silent and the jobs move to the idle lane.
+        let queued: Vec<&Rec> = (0..3).map(|_| rec(None, Duration::ZERO)).collect();
+        for r in &queued {
+            submit(o, c, r);
+        }
+        for r in &queued {
+            let ran = wait_run("a task queued behind the blocker", r);
+            assert_ne!(ran, held, "ran behind the blocker");
+        }
+    });
 }
 
 #[test]
 fn longer_jobs_go_to_the_idle_lane() {
-    let (w, c) = engine();
-    let e = w.engine().unwrap().clone();
-    let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = o.begin_run().unwrap();
-    warm(&mut o, &c, 8, Duration::from_micros(200));
-    let gate = Gate::new();
-    let blocker = rec(Some(gate.0), Duration::ZERO);
-    submit(&mut o, &c, blocker);
-    let held = wait_run("the blocking task", blocker);
-    let next = rec(None, Duration::ZERO);
-    submit(&mut o, &c, next);
-    let ran = wait_run("the task after the blocker", next);
-    assert_ne!(ran, held);
-    drop(gate);
-    o.close_run_submission(run).unwrap();
-    drop(o);
-    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
+    in_run(|o, c| {
+        warm(o, c, 8, Duration::from_micros(200));
+        let (_gate, held) = blocker(o, c);
+        let next = rec(None, Duration::ZERO);
+        submit(o, c, next);
+        let ran = wait_run("the task after the blocker", next);
+        assert_ne!(ran, held);
+    });
 }
