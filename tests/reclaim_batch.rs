@@ -4,12 +4,13 @@
 //! everything is still reclaimed by the end of the run.
 
 use dagrt::orchestrator::SubmitKind;
-use dagrt::task::{CallConfig, DataType, Tag, TaskView};
+use dagrt::task::{CallConfig, DataType, Dep, DepKind, Tag, TaskView};
 use dagrt::worker::WorkerConfig;
 use serde_json::Value;
 use std::ffi::c_void;
 
 mod common;
+use common::gated::{in_run, rec, submit, submit_after, wait_run, Gate};
 use common::{sub_worker, tensor, tensor_args};
 use std::time::{Duration, Instant};
 
@@ -112,4 +113,45 @@ fn lanes_consume_a_scoped_stream_in_batches() {
         batches.len()
     );
     drop(w);
+}
+
+/// A pass that placed work holds the slots it consumed for a batch; with nothing else happening
+/// (the job it placed runs on, no submit, no completion) the hold must still end: the scheduler
+/// thread is woken when a hold begins and its next pass, placing nothing, consumes them
+/// (HOLD_MAX bounds a hold through passes that keep placing). Here A's completion releases B,
+/// which waits on A without retaining it, and places it; B then runs until the test opens its
+/// gate, and A's slot must come back meanwhile. (Fails in 5 s if the scheduler thread ignores
+/// the hold.)
+#[test]
+fn a_held_slot_is_reclaimed_while_the_job_placed_with_it_runs() {
+    in_run(|o, c| {
+        let e = o.engine().clone();
+        let gate_a = Gate::new();
+        let a = rec(Some(gate_a.0), Duration::ZERO);
+        o.scope_begin().unwrap();
+        let ha = submit(o, c, a);
+        wait_run("A", a);
+        // A's scope reference goes now: its completion is the last thing it waits for.
+        o.scope_end().unwrap();
+        let gate_b = Gate::new();
+        let b = rec(Some(gate_b.0), Duration::ZERO);
+        let wait_a = Dep {
+            handle: ha,
+            kind: DepKind::Wait as u32,
+            reserved: 0,
+        };
+        submit_after(o, c, b, &[wait_a]);
+        assert_eq!(e.slots.live(), 2, "A and B in flight");
+        drop(gate_a);
+        wait_run("B", b);
+        let t0 = Instant::now();
+        while e.slots.live() > 1 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "A's slot not reclaimed in 5 s while B runs"
+            );
+            std::thread::yield_now();
+        }
+        drop(gate_b);
+    });
 }

@@ -1,9 +1,11 @@
 //! Pieces shared by the integration tests (`random_dags.rs`, `fault_injection.rs`,
-//! `doorbell.rs`, `reclaim_batch.rs`, `sub_placement.rs`): the RNG, run settings, lanes, a
-//! started worker with one callable, buffers, tensors and task args, and generators of
-//! strided tensor views. Each test binary compiles its own copy;
-//! not every binary uses every item.
+//! `doorbell.rs`, `reclaim_batch.rs`, `sub_placement*.rs`): the RNG, run settings, lanes, a
+//! started worker with one callable, buffers, tensors and task args, generators of strided
+//! tensor views, and (`gated`) tasks that record their lane and can be held on a gate. Each
+//! test binary compiles its own copy; not every binary uses every item.
 #![allow(dead_code, unused_imports)]
+
+pub mod gated;
 
 use dagrt::callable::Callable;
 use dagrt::error::Status;
