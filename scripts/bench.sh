@@ -13,7 +13,8 @@
 #   PEERS_DIR       peer harness directory (default /work/shared/bench/peers).
 #   OUT             results directory (default target/bench-results/<timestamp>).
 #   CHOL=1          0 skips the tiled Cholesky comparison: examples/cholesky beside the peers'
-#                   OpenMP and StarPU versions (shared/bench/peers/cholesky/run.sh), same input,
+#                   OpenMP and StarPU versions and whole-matrix LAPACK (shared/bench/peers/cholesky,
+#                   built once by its run.sh, then run by scripts/chol_peers.sh), same input,
 #                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256"), 2 threads,
 #                   CHOL_REPS (default 3) reps each, one of each in turn; a median GFLOP/s
 #                   table is printed.
@@ -96,39 +97,51 @@ if [ "${CHOL:-1}" = 1 ]; then
     cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
         -DCMAKE_BUILD_TYPE=Release > "$out/chol_build.log" 2>&1
     cmake --build build/cholesky >> "$out/chol_build.log" 2>&1
+    . "$root/scripts/chol_peers.sh"
+    chol_peers_build 2 "$out/chol_build.log"
     : > "$out/chol.txt"
-    # One rep of each at a time, dagrt then the peers: the machine drifts by tens of percent
-    # within minutes, and a block of dagrt reps followed by a block of peer reps compares
-    # two different machines.
+    # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
+    # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
+    # by a block of peer reps compares two different machines.
     for _ in $(seq "${CHOL_REPS:-3}"); do
+        lapack_done=" "
         for nb in ${CHOL_SIZES:-2048:128 2048:256}; do
             n=${nb%%:*} b=${nb##*:}
             OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes 2 \
                 --reps 1 --peer-lines --no-progress 2>> "$out/chol.log" \
                 | grep '^dagrt-' >> "$out/chol.txt"
+            peers="omp starpu"
+            case $lapack_done in *" $n "*) ;; *) peers="$peers lapack" lapack_done="$lapack_done$n " ;; esac
+            for peer in $peers; do
+                chol_peer "$peer" "$n" "$b" 2 2>> "$out/chol.log" \
+                    | grep -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' \
+                    >> "$out/chol.txt" || true
+            done
         done
-        REPS=1 SIZES="${CHOL_SIZES:-2048:128 2048:256}" THREADS=2 EX=0 \
-            "$PEERS_DIR/cholesky/run.sh" 2>> "$out/chol.log" \
-            | grep -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' >> "$out/chol.txt" || true
     done
     python3 - "$out/chol.txt" <<'PY' | tee "$out/chol_table.txt"
 import collections, statistics, sys
 runs = collections.defaultdict(list)
+limit = collections.defaultdict(list)  # whole-matrix LAPACK, per n (it has no tile size)
 for line in open(sys.argv[1]):
     f = line.split()
     if len(f) >= 6:
-        runs[(f[1], f[2])].append((f[0], float(f[5])))
+        if f[0].startswith("lapack"):
+            limit[(f[1], f[0])].append(float(f[5]))
+        else:
+            runs[(f[1], f[2])].append((f[0], float(f[5])))
 print("tiled Cholesky, GFLOP/s (median of reps), 2 threads")
 for (n, b), rs in sorted(runs.items()):
     by = collections.defaultdict(list)
     for peer, g in rs:
         by[peer].append(g)
     med = {p: statistics.median(v) for p, v in by.items()}
-    peers = {p: g for p, g in med.items() if not p.startswith("dagrt") and not p.startswith("lapack")}
+    peers = {p: g for p, g in med.items() if not p.startswith("dagrt")}
     best = max(peers.items(), key=lambda x: x[1]) if peers else ("-", float("nan"))
     cells = "  ".join(f"{p} {g:.1f}" for p, g in sorted(med.items()))
+    lim = "  ".join(f"limit {p} {statistics.median(v):.1f}" for (ln, p), v in sorted(limit.items()) if ln == n)
     d = max((g for p, g in med.items() if p.startswith("dagrt")), default=float("nan"))
-    print(f"n={n} b={b}: {cells}  | dagrt / best tiled peer ({best[0]}) = {d / best[1]:.2f}")
+    print(f"n={n} b={b}: {cells}  {lim}  | dagrt / best tiled peer ({best[0]}) = {d / best[1]:.2f}")
 PY
 fi
 echo "results: $out" >&2

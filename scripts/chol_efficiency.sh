@@ -16,7 +16,7 @@ SIZES=${SIZES:-"2048:128 2048:256"}
 ROUNDS=${ROUNDS:-6}
 T=${THREADS:-2}
 PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
-B=${CHOL_BUILD:-${TMPDIR:-/tmp}/dagrt-peers-cholesky}
+. "$root/scripts/chol_peers.sh"
 out=${OUT:-$root/target/bench-results/chol-eff-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 
@@ -26,10 +26,8 @@ cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
 cmake --build build/cholesky >> "$out/build.log" 2>&1
 inc=$(dirname "$(find /usr/include -name cblas.h -path '*openblas*' | head -1)")
 gcc -O2 -Wall -shared -fPIC -I"$inc" -o "$out/kernel_timer.so" benches/chol/kernel_timer.c -ldl
-if [ ! -x "$B/omp_cholesky" ] || [ ! -x "$B/starpu_cholesky" ]; then
-    echo "== building the peers (one small run of $PEERS_DIR/cholesky/run.sh)" >&2
-    REPS=1 SIZES="256:64" THREADS="$T" EX=0 "$PEERS_DIR/cholesky/run.sh" >> "$out/build.log" 2>&1
-fi
+echo "== building the peers (one small run of $PEERS_DIR/cholesky/run.sh)" >&2
+chol_peers_build "$T" "$out/build.log"
 
 export OPENBLAS_NUM_THREADS=1
 timer="$out/kernel_timer.so"
@@ -41,12 +39,10 @@ for r in $(seq 1 "$ROUNDS"); do
             LD_PRELOAD=$timer build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes "$T" \
                 --reps 1 --peer-lines --no-progress 2>&1 | grep -E '^dagrt-|^KERNELS' | tr '\n' ' '
             echo
-            LD_PRELOAD=$timer OMP_NUM_THREADS=$T "$B/omp_cholesky" tiled "omp-tiled-t$T" "$n" "$b" \
+            LD_PRELOAD=$timer chol_peer omp "$n" "$b" "$T" \
                 2>&1 | grep -E '^omp-|^KERNELS' | tr '\n' ' '
             echo
-            LD_PRELOAD=$timer STARPU_NCPU=$T STARPU_NCUDA=0 STARPU_NOPENCL=0 STARPU_SILENT=1 \
-                STARPU_CALIBRATE=0 STARPU_FXT_TRACE=0 STARPU_PROFILING=0 \
-                STARPU_HOME="$B/starpu_home" "$B/starpu_cholesky" "starpu-tiled-t$T" "$n" "$b" \
+            LD_PRELOAD=$timer chol_peer starpu "$n" "$b" "$T" \
                 2>&1 | grep -E '^starpu-|^KERNELS' | tr '\n' ' '
             echo
         } >> "$out/runs.txt"

@@ -1,0 +1,31 @@
+# Sourced by bench.sh and chol_efficiency.sh: the peers' tiled Cholesky programs
+# ($PEERS_DIR/cholesky), built once per invocation of the calling script (by one small run of
+# the peers' run.sh, which compiles them and installs what they need), then run one program
+# at a time, so that the reps interleave with dagrt's and no compiler runs between them.
+# Needs PEERS_DIR; builds into CHOL_BUILD (default $TMPDIR/dagrt-peers-cholesky).
+
+CHOL_B=${CHOL_BUILD:-${TMPDIR:-/tmp}/dagrt-peers-cholesky}
+
+chol_peers_build() { # <threads> <log file>
+    REPS=1 SIZES="256:64" THREADS="$1" EX=0 CHOL_BUILD="$CHOL_B" \
+        "$PEERS_DIR/cholesky/run.sh" >> "$2" 2>&1
+}
+
+# One run of a peer: a tiled one (omp, starpu; OpenBLAS single-threaded inside tasks) or the
+# whole-matrix limit (lapack), in the environment run.sh sets. It prints
+# "peer n b tasks seconds gflops residual".
+chol_peer() { # <omp|starpu|lapack> <n> <b> <threads>
+    case $1 in
+    omp)
+        OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$4 \
+            "$CHOL_B/omp_cholesky" tiled "omp-tiled-t$4" "$2" "$3" ;;
+    starpu)
+        OPENBLAS_NUM_THREADS=1 STARPU_NCPU=$4 STARPU_NCUDA=0 STARPU_NOPENCL=0 \
+            STARPU_SILENT=1 STARPU_CALIBRATE=0 STARPU_FXT_TRACE=0 STARPU_PROFILING=0 \
+            STARPU_HOME="$CHOL_B/starpu_home" \
+            "$CHOL_B/starpu_cholesky" "starpu-tiled-t$4" "$2" "$3" ;;
+    lapack) # the limit: one LAPACKE_dpotrf on the whole matrix, OpenBLAS on all threads
+        OPENBLAS_NUM_THREADS=$4 "$CHOL_B/omp_cholesky" potrf "lapack-dpotrf-t$4" "$2" ;;
+    *) echo "chol_peer: unknown peer $1" >&2; return 1 ;;
+    esac
+}
