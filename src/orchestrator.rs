@@ -389,9 +389,9 @@ impl Orchestrator {
                     }
                 };
                 match (tag.looks_up(), tag.inserts()) {
-                    (true, true) => d.outputs.push(tm.lookup_insert(run.id, *fp, sid, found)),
+                    (true, true) => d.outputs.push(tm.lookup_insert(run.id, fp, sid, found)),
                     (true, false) => tm.lookup(run.id, fp, found),
-                    (false, true) => d.outputs.push(tm.insert(run.id, *fp, sid)),
+                    (false, true) => d.outputs.push(tm.insert(run.id, fp, sid)),
                     (false, false) => {}
                 }
             }
@@ -590,7 +590,7 @@ impl Orchestrator {
             for i in 0..m.num_tensors as usize {
                 // SAFETY: non-null with num_tensors elements, per the API contract.
                 let t = unsafe { &*m.tensors.add(i) };
-                let (fp, bytes) = validate_tensor(t).map_err(|msg| {
+                let bytes = validate_tensor(t, &mut self.footprints).map_err(|msg| {
                     Error::new(
                         Status::InvalidArgument,
                         format!("member {mi}, tensor {i}: {msg}"),
@@ -599,7 +599,6 @@ impl Orchestrator {
                 heap = heap
                     .checked_add(bytes)
                     .ok_or_else(|| Error::new(Status::InvalidArgument, "OUTPUT sizes overflow"))?;
-                self.footprints.push(fp);
             }
             for i in 0..m.num_deps as usize {
                 // SAFETY: non-null with num_deps elements.
@@ -704,7 +703,7 @@ impl Orchestrator {
         d.kind = SlotKind::Alloc;
         self.scope.register(sid);
         let fp = Footprint::dense(ptr as u64, bytes);
-        let key = self.e.tensormap.lock().insert(rr.id, fp, sid);
+        let key = self.e.tensormap.lock().insert(rr.id, &fp, sid);
         d.outputs.push(key);
         slot.core.complete_synthetic(0); // scope reference charged by the claim
         Ok((
@@ -814,9 +813,14 @@ fn heap_error(x: HeapError, bytes: u64, ring_size: u64) -> Error {
     }
 }
 
-/// Check one tensor; returns its footprint (None: touches nothing or NO_DEP) and the heap
-/// bytes it needs (auto-allocated OUTPUT).
-fn validate_tensor(t: &Tensor) -> std::result::Result<(Option<Footprint>, u64), String> {
+/// Check one tensor; pushes its footprint onto `fps` (None: touches nothing, NO_DEP, or an
+/// auto-allocated OUTPUT whose footprint is known only after allocation) and returns the heap
+/// bytes it needs. (In place: a footprint is a few hundred bytes, and a submit of several
+/// tensors would otherwise move each one through two results.)
+fn validate_tensor(
+    t: &Tensor,
+    fps: &mut Vec<Option<Footprint>>,
+) -> std::result::Result<u64, String> {
     let tag = Tag::from_u32(t.tag).ok_or_else(|| format!("tag {} is not a dagrt_tag", t.tag))?;
     if t.ndim as usize > MAX_TENSOR_DIMS {
         return Err(format!("ndim {} exceeds {MAX_TENSOR_DIMS}", t.ndim));
@@ -827,7 +831,6 @@ fn validate_tensor(t: &Tensor) -> std::result::Result<(Option<Footprint>, u64), 
     if t.reserved != 0 {
         return Err("reserved field must be zero".into());
     }
-    let mut bytes = 0;
     if t.data.is_null() {
         if tag != Tag::Output {
             return Err("null data pointer (only an OUTPUT tensor may be auto-allocated)".into());
@@ -836,15 +839,18 @@ fn validate_tensor(t: &Tensor) -> std::result::Result<(Option<Footprint>, u64), 
             return Err("an auto-allocated OUTPUT must be dense (zero strides and offset)".into());
         }
         let n = dense_bytes(t.ndim, &t.shape, t.dtype).ok_or("OUTPUT size overflows")?;
-        bytes = align_up(n).ok_or("OUTPUT size overflows")?;
-        return Ok((None, bytes)); // footprint computed after allocation
+        let bytes = align_up(n).ok_or("OUTPUT size overflows")?;
+        fps.push(None); // computed after allocation
+        return Ok(bytes);
     }
     if tag == Tag::NoDep {
-        return Ok((None, bytes));
+        fps.push(None);
+        return Ok(0);
     }
-    let fp = Footprint::of(t);
-    if fp.is_none() && t.shape[..t.ndim as usize].iter().all(|&s| s > 0) {
+    fps.push(Footprint::of(t));
+    if fps.last().is_some_and(|f| f.is_none()) && t.shape[..t.ndim as usize].iter().all(|&s| s > 0)
+    {
         return Err("view extent overflows the address space".into());
     }
-    Ok((fp, bytes))
+    Ok(0)
 }

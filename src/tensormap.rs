@@ -275,7 +275,7 @@ impl RunMap {
             f(self, scratch);
         }
         let Some(idx) = take_over else {
-            return Some(self.add(*fp, owner));
+            return Some(self.add(fp, owner));
         };
         // The new sequence number voids the old owner's journaled key: its erase finds
         // nothing. (Only in the granule index: the ordered one is keyed by sequence too.)
@@ -292,7 +292,7 @@ impl RunMap {
         })
     }
 
-    fn add(&mut self, fp: Footprint, owner: SlotId) -> MapKey {
+    fn add(&mut self, fp: &Footprint, owner: SlotId) -> MapKey {
         self.seq += 1;
         let seq = self.seq;
         let idx = self.add_entry(fp, owner, seq, false);
@@ -304,14 +304,14 @@ impl RunMap {
         }
     }
 
-    fn add_entry(&mut self, fp: Footprint, owner: SlotId, seq: u64, split: bool) -> u32 {
+    fn add_entry(&mut self, fp: &Footprint, owner: SlotId, seq: u64, split: bool) -> u32 {
         let shape = if fp.dense {
             DENSE
         } else if let Some(s) = self.free_strided.pop() {
-            self.strided[s as usize] = fp;
+            self.strided[s as usize] = *fp;
             s
         } else {
-            self.strided.push(fp);
+            self.strided.push(*fp);
             (self.strided.len() - 1) as u32
         };
         let e = MapEntry {
@@ -402,7 +402,7 @@ impl Inner {
     pub fn lookup_insert(
         &mut self,
         run: RunId,
-        fp: Footprint,
+        fp: &Footprint,
         owner: SlotId,
         mut f: impl FnMut(SlotId),
     ) -> MapKey {
@@ -415,7 +415,7 @@ impl Inner {
 
     /// Make `owner` the producer of `fp`, dropping entries it fully covers. Returns the key
     /// the owner journals to erase its entry later.
-    pub fn insert(&mut self, run: RunId, fp: Footprint, owner: SlotId) -> MapKey {
+    pub fn insert(&mut self, run: RunId, fp: &Footprint, owner: SlotId) -> MapKey {
         self.insert_with(run, fp, owner, |_, _| {})
     }
 
@@ -423,7 +423,7 @@ impl Inner {
     fn insert_with(
         &mut self,
         run: RunId,
-        fp: Footprint,
+        fp: &Footprint,
         owner: SlotId,
         seen: impl FnOnce(&RunMap, &[u32]),
     ) -> MapKey {
@@ -437,11 +437,11 @@ impl Inner {
         };
         let m = &mut self.runs[i].1;
         let mut seen = Some(seen);
-        if let Some(k) = m.insert_one_granule(&fp, owner, &mut seen, &mut self.scratch) {
+        if let Some(k) = m.insert_one_granule(fp, owner, &mut seen, &mut self.scratch) {
             return k;
         }
         if m.live > 0 {
-            m.overlapping(&fp, &mut self.scratch);
+            m.overlapping(fp, &mut self.scratch);
             if let Some(f) = seen.take() {
                 f(m, &self.scratch);
             }
@@ -454,7 +454,7 @@ impl Inner {
                     m.remove(idx);
                     for (lo, hi) in [(old.lo, fp.lo), (fp.hi, old.hi)] {
                         if lo < hi {
-                            m.add_entry(Footprint::dense(lo, hi - lo), old.owner, old.seq, true);
+                            m.add_entry(&Footprint::dense(lo, hi - lo), old.owner, old.seq, true);
                         }
                     }
                     m.splits = true;
@@ -572,8 +572,8 @@ mod tests {
     #[test]
     fn rewriting_the_same_bytes_takes_the_entry_over_and_voids_the_old_key() {
         let mut m = Inner::default();
-        let k1 = m.insert(1, Footprint::dense(4096, 64), 11);
-        let k2 = m.lookup_insert(1, Footprint::dense(4096, 64), 22, |p| assert_eq!(p, 11));
+        let k1 = m.insert(1, &Footprint::dense(4096, 64), 11);
+        let k2 = m.lookup_insert(1, &Footprint::dense(4096, 64), 22, |p| assert_eq!(p, 11));
         assert_eq!(owners(&mut m, 1, 4096, 64), vec![22]);
         assert_eq!(m.len(), 1);
         // The superseded writer is consumed first: its erase must not remove the new entry.
@@ -589,15 +589,15 @@ mod tests {
         // 16 granules: the ordered index, keyed by (lo, sequence).
         let mut m = Inner::default();
         // (An unrelated entry keeps the run's map from being emptied and recycled.)
-        m.insert(1, Footprint::dense(64 << 20, 64), 99);
-        let k1 = m.insert(1, Footprint::dense(1 << 20, 4096), 11);
-        let k2 = m.insert(1, Footprint::dense(1 << 20, 4096), 22);
+        m.insert(1, &Footprint::dense(64 << 20, 64), 99);
+        let k1 = m.insert(1, &Footprint::dense(1 << 20, 4096), 11);
+        let k2 = m.insert(1, &Footprint::dense(1 << 20, 4096), 22);
         m.erase(1, 11, &[k1]);
         m.erase(1, 22, &[k2]);
         assert_eq!(m.len(), 1);
         // The freed entry is reused for the same bytes: nothing stale may point at it too.
-        m.insert(1, Footprint::dense(1 << 20, 4096), 33);
-        m.insert(1, Footprint::dense(1 << 20, 4096), 44);
+        m.insert(1, &Footprint::dense(1 << 20, 4096), 33);
+        m.insert(1, &Footprint::dense(1 << 20, 4096), 44);
         assert_eq!(owners(&mut m, 1, 1 << 20, 4096), vec![44]);
         assert_eq!(m.len(), 2);
     }
@@ -605,8 +605,8 @@ mod tests {
     #[test]
     fn a_partial_rewrite_still_splits() {
         let mut m = Inner::default();
-        m.insert(1, Footprint::dense(0, 256), 11);
-        m.insert(1, Footprint::dense(64, 64), 22);
+        m.insert(1, &Footprint::dense(0, 256), 11);
+        m.insert(1, &Footprint::dense(64, 64), 22);
         assert_eq!(owners(&mut m, 1, 0, 64), vec![11]);
         assert_eq!(owners(&mut m, 1, 64, 64), vec![22]);
         assert_eq!(owners(&mut m, 1, 128, 128), vec![11]);
