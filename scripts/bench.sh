@@ -15,7 +15,8 @@
 #   CHOL=1          0 skips the tiled Cholesky comparison: examples/cholesky beside the peers'
 #                   OpenMP and StarPU versions and whole-matrix LAPACK (shared/bench/peers/cholesky,
 #                   built once by its run.sh, then run by scripts/chol_peers.sh), same input,
-#                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256"), 2 threads,
+#                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256 4096:256",
+#                   the sizes the peers' README reports), 2 threads,
 #                   CHOL_REPS (default 3) reps each, one of each in turn; a median GFLOP/s
 #                   table is printed.
 #
@@ -93,7 +94,8 @@ done
 python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
 
 if [ "${CHOL:-1}" = 1 ]; then
-    echo "== tiled Cholesky: dagrt example and peers (sizes ${CHOL_SIZES:-2048:128 2048:256})" >&2
+    CHOL_SIZES=${CHOL_SIZES:-"2048:128 2048:256 4096:256"}
+    echo "== tiled Cholesky: dagrt example and peers (sizes $CHOL_SIZES)" >&2
     cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
         -DCMAKE_BUILD_TYPE=Release > "$out/chol_build.log" 2>&1
     cmake --build build/cholesky >> "$out/chol_build.log" 2>&1
@@ -105,7 +107,7 @@ if [ "${CHOL:-1}" = 1 ]; then
     # by a block of peer reps compares two different machines.
     for _ in $(seq "${CHOL_REPS:-3}"); do
         lapack_done=" "
-        for nb in ${CHOL_SIZES:-2048:128 2048:256}; do
+        for nb in $CHOL_SIZES; do
             n=${nb%%:*} b=${nb##*:}
             OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes 2 \
                 --reps 1 --peer-lines --no-progress 2>> "$out/chol.log" \
