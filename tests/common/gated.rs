@@ -20,6 +20,7 @@ pub struct Rec {
     busy: Duration,
 }
 
+/// The task body: record the lane, wait for the gate, stay busy for `busy`.
 pub unsafe extern "C" fn record(t: *const TaskView, _u: *mut c_void) -> i32 {
     // SAFETY: the runtime passes a valid view whose one tensor points at a live Rec.
     let (r, lane) = unsafe { (&*((*(*t).tensors).data as *const Rec), (*t).worker_id) };
@@ -98,7 +99,7 @@ pub fn wait_run(what: &str, r: &Rec) -> i32 {
 /// A run on a fresh 2-SUB-lane worker: `body` submits into it; then the run is closed and
 /// waited for. (A gate `body` holds opens as it returns or unwinds, before the teardown.)
 pub fn in_run(body: impl FnOnce(&mut Orchestrator, &Callable)) {
-    let (w, c) = sub_worker(WorkerConfig::default(), 2, "sub_placement.record", record);
+    let (w, c) = sub_worker(WorkerConfig::default(), 2, "gated.record", record);
     let e = w.engine().unwrap().clone();
     let mut o = w.orchestrator().unwrap().lock().unwrap();
     let run = o.begin_run().unwrap();
