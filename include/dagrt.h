@@ -720,6 +720,16 @@ enum dagrt_status dagrt_worker_add_next_level_lane(struct dagrt_worker_t *worker
 enum dagrt_status dagrt_worker_add_sub_lanes(struct dagrt_worker_t *worker, uint32_t count);
 
 /*
+ Pin the lane threads to CPUs: lane i, in the order lanes were added, runs on
+ `cpus[i % count]`; `count` 0 (`cpus` may then be NULL) leaves them unpinned, the default.
+ Every CPU must be in the calling thread's affinity mask (DAGRT_STATUS_INVALID_ARGUMENT
+ otherwise). Pinning suits long kernels, which keep their data in one core's caches; with
+ tiny tasks and no spare core it keeps the submitting thread off a lane's core. Before init
+ only.
+ */
+enum dagrt_status dagrt_worker_set_lane_cpus(struct dagrt_worker_t *worker, const int32_t *cpus, uint32_t count);
+
+/*
  Start the worker: fork hygiene, map the heap rings, start lanes, then the scheduler.
  */
 enum dagrt_status dagrt_worker_init(struct dagrt_worker_t *worker);

@@ -6,6 +6,7 @@
 //! releases consumers as producers finish. The behaviour follows the two seed documents
 //! (Orchestrator, Scheduler); `DESIGN.md` maps them onto these modules.
 
+pub mod affinity;
 pub mod callable;
 pub mod capi;
 pub mod error;

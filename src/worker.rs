@@ -122,6 +122,8 @@ pub fn fork_hygiene_once() {
 pub struct Worker {
     cfg: WorkerConfig,
     specs: Vec<LaneKind>,
+    /// Lane i runs on `lane_cpus[i % len]` (empty: unpinned).
+    lane_cpus: Vec<u32>,
     engine: Option<Arc<Engine>>,
     orch: Option<std::sync::Mutex<Orchestrator>>,
     threads: Vec<JoinHandle<()>>,
@@ -143,6 +145,7 @@ impl Worker {
         Ok(Worker {
             cfg,
             specs: Vec::new(),
+            lane_cpus: Vec::new(),
             engine: None,
             orch: None,
             threads: Vec::new(),
@@ -199,6 +202,14 @@ impl Worker {
         for k in 0..n {
             self.specs.push(LaneKind::Sub(have + k));
         }
+        Ok(())
+    }
+
+    /// Pin lane threads: lane i (in the order lanes were added) runs on `cpus[i % len]`;
+    /// empty unpins. Each CPU must be in the calling thread's affinity mask.
+    pub fn set_lane_cpus(&mut self, cpus: &[i32]) -> Result<()> {
+        self.not_started("set_lane_cpus")?;
+        self.lane_cpus = crate::affinity::check_cpus(cpus)?;
         Ok(())
     }
 
@@ -271,9 +282,23 @@ impl Worker {
         }
         for i in 0..e.lanes.len() {
             let e2 = e.clone();
+            let cpu =
+                (!self.lane_cpus.is_empty()).then(|| self.lane_cpus[i % self.lane_cpus.len()]);
             let h = std::thread::Builder::new()
                 .name(format!("dagrt-lane-{i}"))
-                .spawn(move || crate::lane::thread::lane_main(e2, i as u32))
+                .spawn(move || {
+                    if let Some(c) = cpu {
+                        // Checked against the mask at configuration; a mask changed since
+                        // costs the pinning, not the lane.
+                        if let Err(x) = crate::affinity::pin_current_thread(c) {
+                            crate::log::emit(
+                                crate::log::LogLevel::Warn,
+                                &format!("lane {i}: pinning to CPU {c} failed ({x}); unpinned"),
+                            );
+                        }
+                    }
+                    crate::lane::thread::lane_main(e2, i as u32)
+                })
                 .map_err(|x| Error::new(Status::System, format!("spawning lane thread: {x}")));
             match h {
                 Ok(h) => self.threads.push(h),

@@ -41,6 +41,21 @@ pub(crate) fn last_error_string() -> String {
 }
 
 /// Run `f` behind the panic boundary and turn its result into a status.
+/// A C array of `n` elements (NULL allowed only when `n` is 0).
+pub(crate) fn slice<'a, T>(p: *const T, n: u32, name: &str) -> Result<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::new(
+            Status::NullPointer,
+            format!("{name} is NULL but its count is {n}"),
+        ));
+    }
+    // SAFETY: non-null with n elements (caller contract).
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
 pub(crate) fn boundary(f: impl FnOnce() -> Result<()>) -> Status {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(Ok(())) => Status::Ok,

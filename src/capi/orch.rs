@@ -1,7 +1,7 @@
 //! The orchestrator calls: run begin/close/fail, submits, alloc, scopes.
 
 use super::worker::dagrt_orch_t;
-use super::{boundary, need, need_mut};
+use super::{boundary, need, need_mut, slice};
 use crate::callable::Callable;
 use crate::error::{Error, Result, Status};
 use crate::orchestrator::thread_token;
@@ -46,20 +46,6 @@ pub(crate) fn with_orch<T>(
         Err(TryLockError::WouldBlock) => m.lock().unwrap_or_else(|p| p.into_inner()),
     };
     f(&mut g)
-}
-
-fn slice<'a, T>(p: *const T, n: u32, name: &str) -> Result<&'a [T]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(Error::new(
-            Status::NullPointer,
-            format!("{name} is NULL but its count is {n}"),
-        ));
-    }
-    // SAFETY: non-null with n elements (caller contract).
-    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
 }
 
 fn write_handle(out: *mut TaskHandle, h: TaskHandle) {

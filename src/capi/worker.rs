@@ -1,6 +1,6 @@
 //! Worker lifecycle, the orchestration-callback convenience calls and introspection.
 
-use super::{boundary, error_count, last_error_string, need_mut};
+use super::{boundary, error_count, last_error_string, need_mut, slice};
 use crate::error::{err, Error, Result, Status};
 use crate::ring::MAX_RING_DEPTH;
 use crate::run::RunId;
@@ -110,6 +110,25 @@ pub extern "C" fn dagrt_worker_add_next_level_lane(
 #[no_mangle]
 pub extern "C" fn dagrt_worker_add_sub_lanes(worker: *mut dagrt_worker_t, count: u32) -> Status {
     boundary(|| worker_mut(worker)?.worker.add_sub_lanes(count))
+}
+
+/// Pin the lane threads to CPUs: lane i, in the order lanes were added, runs on
+/// `cpus[i % count]`; `count` 0 (`cpus` may then be NULL) leaves them unpinned, the default.
+/// Every CPU must be in the calling thread's affinity mask (DAGRT_STATUS_INVALID_ARGUMENT
+/// otherwise). Pinning suits long kernels, which keep their data in one core's caches; with
+/// tiny tasks and no spare core it keeps the submitting thread off a lane's core. Before init
+/// only.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_set_lane_cpus(
+    worker: *mut dagrt_worker_t,
+    cpus: *const i32,
+    count: u32,
+) -> Status {
+    boundary(|| {
+        let w = worker_mut(worker)?;
+        let cpus = slice(cpus, count, "cpus")?;
+        w.worker.set_lane_cpus(cpus)
+    })
 }
 
 /// Start the worker: fork hygiene, map the heap rings, start lanes, then the scheduler.
