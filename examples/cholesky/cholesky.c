@@ -20,15 +20,17 @@
  * task fails, 1 on a usage or setup error.
  *
  *   dagrt_cholesky [-n N] [-b B] [--lanes L] [--lane-kind sub|next-level] [--reps R]
- *                  [--trace FILE] [--dot FILE] [--align BYTES] [--peer-lines] [--no-progress]
- *                  [--break-input]                      (--help describes each option)
+ *                  [--no-pin] [--trace FILE] [--dot FILE] [--align BYTES] [--peer-lines]
+ *                  [--no-progress] [--break-input]      (--help describes each option)
  */
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_ISSET */
 #include <dagrt.h>
 #include <lapacke.h>
 
 #include "chol_input.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -183,7 +185,7 @@ struct options {
     int n, b, lanes, reps;
     enum lane_kind kind;
     const char *trace, *dot;
-    int peer_lines, progress, break_input;
+    int peer_lines, progress, break_input, pin;
     long align;
 };
 
@@ -199,6 +201,9 @@ static void usage(FILE *f, const char *argv0)
             "                       next-level: each tile's owner lane runs its writers\n"
             "                       (2D block-cyclic over a P x Q grid of lane ids, P*Q = L)\n"
             "  --reps R             factor R times, print each rep and the median (default 1)\n"
+            "  --no-pin             leave the lane threads unpinned (by default lane i runs on\n"
+            "                       the i-th CPU this process may use, dagrt_worker_set_lane_cpus:\n"
+            "                       kernels keep their tiles in one core's caches)\n"
             "  --trace FILE         Chrome trace JSON of the last rep (dagrt_worker_trace_start)\n"
             "  --dot FILE           Graphviz DOT of the last rep's DAG (dagrt_worker_write_dot)\n"
             "  --align BYTES        alignment of the matrix allocation, a power of two >= 16\n"
@@ -229,7 +234,8 @@ static int parse_int(const char *opt, const char *s, int min, int *out)
 static int parse_args(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.n = DEFAULT_N, .b = DEFAULT_B, .lanes = DEFAULT_LANES, .reps = 1,
-                          .kind = LANES_SUB, .progress = 1, .align = DEFAULT_ALIGN};
+                          .kind = LANES_SUB, .progress = 1, .align = DEFAULT_ALIGN,
+                          .pin = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -289,6 +295,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             i++;
         } else if (!strcmp(a, "--peer-lines")) {
             o->peer_lines = 1;
+        } else if (!strcmp(a, "--no-pin")) {
+            o->pin = 0;
         } else if (!strcmp(a, "--no-progress")) {
             o->progress = 0;
         } else if (!strcmp(a, "--break-input")) {
@@ -382,6 +390,16 @@ int main(int argc, char **argv)
             if (dagrt_worker_add_next_level_lane(w, l))
                 return fail_setup("dagrt_worker_add_next_level_lane");
     }
+    int n_cpus = 0;
+    if (opt.pin) { /* lane i on the i-th CPU of this process's mask (wrapping round) */
+        static int32_t cpus[CPU_SETSIZE];
+        cpu_set_t mine;
+        if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+            for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+                if (CPU_ISSET(cpu, &mine)) cpus[n_cpus++] = cpu;
+        if (n_cpus > 0 && dagrt_worker_set_lane_cpus(w, cpus, (uint32_t)n_cpus))
+            return fail_setup("dagrt_worker_set_lane_cpus");
+    }
     if (dagrt_worker_init(w)) return fail_setup("dagrt_worker_init");
     if (dagrt_register_callable("potrf", 0, DAGRT_CALLABLE_KIND_TASK, exec_potrf, NULL, &c.potrf) ||
         dagrt_register_callable("trsm", 0, DAGRT_CALLABLE_KIND_TASK, exec_trsm, NULL, &c.trsm) ||
@@ -397,8 +415,8 @@ int main(int argc, char **argv)
            opt.lanes == 1 ? "" : "s");
     if (opt.kind == LANES_NEXT_LEVEL)
         printf(" (tile owners: %d x %d block-cyclic)", c.P, c.Q);
-    printf(", OpenBLAS core %s, %d thread per task\n", openblas_get_corename(),
-           openblas_get_num_threads());
+    printf(", %s, OpenBLAS core %s, %d thread per task\n",
+           n_cpus > 0 ? "pinned" : "unpinned", openblas_get_corename(), openblas_get_num_threads());
     fflush(stdout);
 
     const int tty = opt.progress && isatty(STDERR_FILENO);
