@@ -99,6 +99,9 @@ pub fn wait_run(what: &str, r: &Rec) -> i32 {
 /// A run on a fresh 2-SUB-lane worker: `body` submits into it; then the run is closed and
 /// waited for. (A gate `body` holds opens as it returns or unwinds, before the teardown.)
 pub fn in_run(body: impl FnOnce(&mut Orchestrator, &Callable)) {
+    // One at a time under `cargo test` too (nextest runs these binaries alone): another
+    // test's lanes on the same cores would make these jobs look long.
+    let _one = super::serial();
     let (w, c) = sub_worker(WorkerConfig::default(), 2, "gated.record", record);
     let e = w.engine().unwrap().clone();
     let mut o = w.orchestrator().unwrap().lock().unwrap();
