@@ -40,7 +40,6 @@ pub(crate) fn last_error_string() -> String {
     LAST_ERROR.with(|l| l.borrow().to_string_lossy().into_owned())
 }
 
-/// Run `f` behind the panic boundary and turn its result into a status.
 /// A C array of `n` elements (NULL allowed only when `n` is 0).
 pub(crate) fn slice<'a, T>(p: *const T, n: u32, name: &str) -> Result<&'a [T]> {
     if n == 0 {
@@ -56,6 +55,7 @@ pub(crate) fn slice<'a, T>(p: *const T, n: u32, name: &str) -> Result<&'a [T]> {
     Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
 }
 
+/// Run `f` behind the panic boundary and turn its result into a status.
 pub(crate) fn boundary(f: impl FnOnce() -> Result<()>) -> Status {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(Ok(())) => Status::Ok,
