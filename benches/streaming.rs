@@ -95,15 +95,7 @@ fn main() {
             shape,
             strides: [0; 5],
         }];
-        let a = TaskArgs {
-            tensors: t.as_mut_ptr(),
-            num_tensors: 1,
-            num_scalars: 0,
-            scalars: std::ptr::null(),
-            deps: std::ptr::null(),
-            num_deps: 0,
-            reserved: 0,
-        };
+        let a = TaskArgs::of_tensors(&mut t);
         o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
             .unwrap();
         let done = n + 1;

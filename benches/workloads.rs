@@ -332,15 +332,7 @@ impl Engine {
     /// Submit one task; `i` picks the NEXT_LEVEL target (round-robin) for kind `next`.
     #[inline]
     fn submit(&self, c: &Callable, tensors: &mut [Tensor], i: usize) {
-        let args = TaskArgs {
-            tensors: tensors.as_mut_ptr(),
-            num_tensors: tensors.len() as u32,
-            num_scalars: 0,
-            scalars: std::ptr::null(),
-            deps: std::ptr::null(),
-            num_deps: 0,
-            reserved: 0,
-        };
+        let args = TaskArgs::of_tensors(tensors);
         let s = match self.kind {
             Kind::Sub => dagrt_submit_sub(self.o, c, &args, std::ptr::null_mut()),
             Kind::Next => dagrt_submit_next_level(

@@ -160,6 +160,23 @@ pub struct TaskArgs {
     pub reserved: u32,
 }
 
+impl TaskArgs {
+    /// One member's args holding only `tensors` (no scalars, no explicit deps); the other
+    /// fields can be set on the result.
+    #[inline]
+    pub fn of_tensors(tensors: &mut [Tensor]) -> TaskArgs {
+        TaskArgs {
+            tensors: tensors.as_mut_ptr(),
+            num_tensors: tensors.len() as u32,
+            num_scalars: 0,
+            scalars: std::ptr::null(),
+            deps: std::ptr::null(),
+            num_deps: 0,
+            reserved: 0,
+        }
+    }
+}
+
 /// What an executor sees: a read-only view of one task (or group member), valid during the
 /// executor call only.
 #[repr(C)]

@@ -4,12 +4,12 @@
 //! still see them run, whether the scheduler thread is spinning or parked at the time.
 
 use dagrt::orchestrator::SubmitKind;
-use dagrt::task::{CallConfig, DataType, Tag, TaskView};
+use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView};
 use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 
 mod common;
-use common::{sub_worker, tensor, tensor_args};
+use common::{sub_worker, tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -48,7 +48,7 @@ fn tasks_submitted_last_run_without_another_call() {
             );
             t.tag = Tag::Output as u32;
             next += 1;
-            let a = tensor_args(std::slice::from_mut(&mut t));
+            let a = TaskArgs::of_tensors(std::slice::from_mut(&mut t));
             o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
                 .unwrap();
         }

@@ -4,14 +4,14 @@
 //! everything is still reclaimed by the end of the run.
 
 use dagrt::orchestrator::SubmitKind;
-use dagrt::task::{CallConfig, DataType, Dep, DepKind, Tag, TaskView};
+use dagrt::task::{CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskView};
 use dagrt::worker::WorkerConfig;
 use serde_json::Value;
 use std::ffi::c_void;
 
 mod common;
 use common::gated::{in_run, rec, submit, submit_after, wait_run, Gate};
-use common::{sub_worker, tensor, tensor_args};
+use common::{sub_worker, tensor};
 use std::time::{Duration, Instant};
 
 /// Busy for a few microseconds, then mark the task's buffer: long enough that two lanes
@@ -64,7 +64,7 @@ fn lanes_consume_a_scoped_stream_in_batches() {
                 &[],
             );
             t.tag = Tag::Output as u32;
-            let a = tensor_args(std::slice::from_mut(&mut t));
+            let a = TaskArgs::of_tensors(std::slice::from_mut(&mut t));
             o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
                 .unwrap();
         }

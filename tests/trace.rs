@@ -62,15 +62,7 @@ fn trace_is_chrome_json_and_dot_names_edges() {
         // SAFETY: indices are within the 4-element vector, which outlives the run.
         let (b0, b1, b2, b3) = unsafe { (p, p.add(1), p.add(2), p.add(3)) };
         let mut submit = |kind, ts: &mut [Tensor]| {
-            let a = TaskArgs {
-                tensors: ts.as_mut_ptr(),
-                num_tensors: ts.len() as u32,
-                num_scalars: 0,
-                scalars: std::ptr::null(),
-                deps: std::ptr::null(),
-                num_deps: 0,
-                reserved: 0,
-            };
+            let a = TaskArgs::of_tensors(ts);
             let workers: &[i32] = if kind == SubmitKind::NextLevel {
                 &[5]
             } else {

@@ -2,10 +2,10 @@
 //! records the lane that ran it and may then wait on a gate the test opens, so a test can
 //! hold a lane busy for as long as it likes and see where each task ran.
 
-use super::{sub_worker, tensor, tensor_args};
+use super::{sub_worker, tensor};
 use dagrt::callable::Callable;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
-use dagrt::task::{CallConfig, DataType, Dep, Tag, TaskHandle, TaskView};
+use dagrt::task::{CallConfig, DataType, Dep, Tag, TaskArgs, TaskHandle, TaskView};
 use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -74,7 +74,7 @@ pub fn submit_after(
 ) -> TaskHandle {
     let mut t = tensor(r as *const Rec as u64, 0, DataType::U8, &[64], &[]);
     t.tag = Tag::Output as u32;
-    let mut a = tensor_args(std::slice::from_mut(&mut t));
+    let mut a = TaskArgs::of_tensors(std::slice::from_mut(&mut t));
     a.deps = deps.as_ptr();
     a.num_deps = deps.len() as u32;
     o.submit(SubmitKind::Sub, c, &[a], &CallConfig::default(), &[])

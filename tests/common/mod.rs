@@ -1,6 +1,6 @@
 //! Pieces shared by the integration tests (`random_dags.rs`, `fault_injection.rs`,
 //! `doorbell.rs`, `reclaim_batch.rs`, `sub_placement*.rs`): the RNG, run settings, lanes, a
-//! started worker with one callable, buffers, tensors and task args, generators of strided
+//! started worker with one callable, buffers, tensors, generators of strided
 //! tensor views, and (`gated`) tasks that record their lane and can be held on a gate. Each
 //! test binary compiles its own copy; not every binary uses every item.
 #![allow(dead_code, unused_imports)]
@@ -125,19 +125,6 @@ pub fn sub_worker(
     )
     .unwrap();
     (w, c)
-}
-
-/// One member's args holding only `tensors` (no scalars, no explicit deps).
-pub fn tensor_args(tensors: &mut [Tensor]) -> TaskArgs {
-    TaskArgs {
-        tensors: tensors.as_mut_ptr(),
-        num_tensors: tensors.len() as u32,
-        num_scalars: 0,
-        scalars: std::ptr::null(),
-        deps: std::ptr::null(),
-        num_deps: 0,
-        reserved: 0,
-    }
 }
 
 pub fn dtype_of(es: u64) -> DataType {
