@@ -5,7 +5,8 @@
                             [--width 1600] [--height 600] [--no-arrows]
 
 The picture has one row per lane (the trace's thread_name rows, in sort order) with one box per
-task colored by its callable name, the scheduler row (completion and dispatch passes), and the
+task colored by its callable name, the scheduler rows (completion and dispatch passes: one for
+the scheduler thread, one per lane that ran passes itself), and the
 dependency edges as flow arrows from the end of the producer ("s" event) to the start of the
 consumer ("f" event). The page is self-contained: the JSON is inlined into the HTML next to a
 small canvas renderer, so nothing is fetched at render time. Chromium (Debian package
@@ -47,9 +48,10 @@ const tasks = ev.filter(e => e.ph === "X" && e.cat === "task");
 const sched = ev.filter(e => e.ph === "X" && e.cat === "scheduler");
 const flowS = {}, flowF = {};
 for (const e of ev) { if (e.ph === "s") flowS[e.id] = e; else if (e.ph === "f") flowF[e.id] = e; }
-const schedTid = Object.keys(names).map(Number).find(t => names[t] === "scheduler");
-const laneTids = Object.keys(names).map(Number).filter(t => t !== schedTid)
-  .sort((a, b) => (order[a] ?? a) - (order[b] ?? b));
+const byOrder = (a, b) => (order[a] ?? a) - (order[b] ?? b);
+const isSched = t => names[t] === "scheduler" || names[t].startsWith("scheduler passes on ");
+const schedTids = Object.keys(names).map(Number).filter(isSched).sort(byOrder);
+const laneTids = Object.keys(names).map(Number).filter(t => !isSched(t)).sort(byOrder);
 
 // Time range: the traced activity (tasks and scheduler passes).
 let t0 = Infinity, t1 = -Infinity;
@@ -60,11 +62,12 @@ const span = Math.max(t1 - t0, 1e-3);
 // Layout.
 const L = 150, R = 20, TOP = 78, BOTTOM = 44;
 const schedH = 34, gap = 10;
-const laneH = Math.max(14, Math.min(220, (H - TOP - BOTTOM - schedH - gap * laneTids.length) / Math.max(laneTids.length, 1)));
-const rowY = {};
+const schedRows = schedTids.length * (schedH + 2);
+const laneH = Math.max(14, Math.min(220, (H - TOP - BOTTOM - schedRows - gap * laneTids.length) / Math.max(laneTids.length, 1)));
+const rowY = {}, schedRowY = {};
 let y = TOP;
 for (const t of laneTids) { rowY[t] = y; y += laneH + gap; }
-const schedY = y;
+for (const t of schedTids) { schedRowY[t] = y; y += schedH + 2; }
 const X = ts => L + (ts - t0) / span * (W - L - R);
 
 // Colors by callable name: a fixed palette for the Cholesky kernels, then a cycle.
@@ -106,9 +109,10 @@ for (const t of laneTids) {
   g.fillText("busy " + (100 * (busy[t] || 0) / span).toFixed(0) + "%, " +
              tasks.filter(e => e.tid === t).length + " tasks", 10, rowY[t] + laneH / 2 + 9);
 }
-if (schedTid !== undefined) {
-  g.fillStyle = "#f4f4f4"; g.fillRect(L, schedY, W - L - R, schedH);
-  g.fillStyle = "#222"; g.font = "bold 13px " + FONT; g.fillText("scheduler", 10, schedY + schedH / 2);
+for (const t of schedTids) {
+  const label = names[t] === "scheduler" ? "scheduler thread" : names[t].replace("scheduler passes on ", "passes on ");
+  g.fillStyle = "#f4f4f4"; g.fillRect(L, schedRowY[t], W - L - R, schedH);
+  g.fillStyle = "#222"; g.font = "12px " + FONT; g.fillText(label, 10, schedRowY[t] + schedH / 2);
 }
 
 // Task boxes.
@@ -124,6 +128,7 @@ for (const e of tasks) {
 g.textAlign = "left";
 // Scheduler passes: completions dark, dispatch light.
 for (const e of sched) {
+  const schedY = schedRowY[e.tid]; if (schedY === undefined) continue;
   const x0 = X(e.ts), w = Math.max(X(e.ts + e.dur) - x0, 0.8);
   g.fillStyle = e.name === "dispatch" ? "#aaa" : "#555";
   const half = e.name === "dispatch" ? 1 : 0;
@@ -165,7 +170,7 @@ if (ARROWS) {
 }
 
 // Time axis.
-const axY = schedY + schedH + 8;
+const axY = y + 6;
 g.strokeStyle = "#444"; g.lineWidth = 1;
 g.beginPath(); g.moveTo(L, axY); g.lineTo(W - R, axY); g.stroke();
 const spanMs = span / 1000;

@@ -1,6 +1,8 @@
 //! Timeline tracing: Chrome trace-event JSON (opens in Perfetto and chrome://tracing) with one
 //! track per lane, one slice per task (callable name, run id, slot), flow arrows for the
-//! dependency edges, and a scheduler track; plus a Graphviz DOT export of a run's DAG.
+//! dependency edges, and scheduler tracks (one per thread that ran scheduler passes: the
+//! scheduler thread, and each lane that took the role after a completion); plus a Graphviz DOT
+//! export of a run's DAG.
 //!
 //! Recording is off unless a trace was started (`DAGRT_TRACE=<path>` at init, or
 //! `dagrt_worker_trace_start`); when off, the hot path pays one relaxed load per event site.
@@ -40,6 +42,8 @@ struct EdgeEvent {
 }
 
 struct SchedEvent {
+    /// The lane whose thread ran it, or None (the scheduler thread).
+    by: Option<u32>,
     name: &'static str,
     t0: u64,
     t1: u64,
@@ -52,6 +56,17 @@ struct Buffers {
     nodes: Vec<Node>,
     edges: Vec<EdgeEvent>,
     sched: Vec<SchedEvent>,
+}
+
+thread_local! {
+    /// The lane this thread runs, if it is a lane thread (set once at its start): scheduler
+    /// passes a lane runs go on a track of their own.
+    static LANE: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// Mark the calling thread as lane `idx`'s thread (its scheduler events get their own track).
+pub fn set_lane_thread(idx: u32) {
+    LANE.with(|l| l.set(Some(idx)));
 }
 
 pub struct Trace {
@@ -138,7 +153,9 @@ impl Trace {
     }
 
     pub fn sched(&self, name: &'static str, t0: u64, t1: u64, count: u32) {
+        let by = LANE.with(|l| l.get());
         self.lock().sched.push(SchedEvent {
+            by,
             name,
             t0,
             t1,
@@ -175,8 +192,29 @@ impl Trace {
             ));
             ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{i},"args":{{"sort_index":{i}}}}}"#));
         }
-        ev.push(format!(r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{sched_tid},"args":{{"name":"scheduler"}}}}"#));
-        ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{sched_tid},"args":{{"sort_index":{sched_tid}}}}}"#));
+        // Scheduler tracks: the scheduler thread's, then one per lane that ran passes.
+        let sched_track = |by: Option<u32>| by.map_or(sched_tid, |l| sched_tid + 1 + l);
+        let mut tracks: Vec<Option<u32>> = b.sched.iter().map(|s| s.by).collect();
+        tracks.push(None);
+        tracks.sort_unstable();
+        tracks.dedup();
+        for by in tracks {
+            let tid = sched_track(by);
+            let name = match by {
+                None => "scheduler".to_string(),
+                Some(l) => format!(
+                    "scheduler passes on {}",
+                    self.lane_names
+                        .get(l as usize)
+                        .map_or_else(|| format!("lane {l}"), |n| n.clone())
+                ),
+            };
+            ev.push(format!(
+                r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{tid},"args":{{"name":{}}}}}"#,
+                quote(&name)
+            ));
+            ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{tid},"args":{{"sort_index":{tid}}}}}"#));
+        }
         // Task slices; remember where member 0 of each task ran for the flow arrows.
         let mut placed = std::collections::HashMap::new();
         for t in &b.tasks {
@@ -210,8 +248,9 @@ impl Trace {
         }
         for s in &b.sched {
             ev.push(format!(
-                r#"{{"ph":"X","cat":"scheduler","name":"{}","pid":1,"tid":{sched_tid},"ts":{:.3},"dur":{:.3},"args":{{"count":{}}}}}"#,
+                r#"{{"ph":"X","cat":"scheduler","name":"{}","pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"count":{}}}}}"#,
                 s.name,
+                sched_track(s.by),
                 us(s.t0),
                 us(s.t1.saturating_sub(s.t0)),
                 s.count
@@ -266,4 +305,34 @@ fn quote(s: &str) -> String {
     }
     q.push('"');
     q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass run on a lane thread lands on that lane's scheduler track, named after the lane;
+    /// one run elsewhere, on the scheduler thread's track.
+    #[test]
+    fn scheduler_events_go_to_the_track_of_the_thread_that_ran_them() {
+        let t = Trace::new(vec!["SUB lane 0".into(), "SUB lane 1".into()]);
+        t.sched("dispatch", 10, 20, 1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                set_lane_thread(1);
+                t.sched("completions", 30, 40, 2);
+            });
+        });
+        let json = t.chrome_json();
+        let has = |needle: &str| json.lines().any(|l| l.contains(needle));
+        assert!(has(r#""tid":2,"args":{"name":"scheduler"}"#), "{json}");
+        assert!(
+            has(r#""tid":4,"args":{"name":"scheduler passes on SUB lane 1"}"#),
+            "{json}"
+        );
+        // No track for lane 0: it ran no pass.
+        assert!(!has("scheduler passes on SUB lane 0"), "{json}");
+        assert!(has(r#""name":"dispatch","pid":1,"tid":2,"#), "{json}");
+        assert!(has(r#""name":"completions","pid":1,"tid":4,"#), "{json}");
+    }
 }

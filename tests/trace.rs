@@ -104,7 +104,9 @@ fn trace_is_chrome_json_and_dot_names_edges() {
         .map(|x| x["args"]["name"].as_str().unwrap())
         .collect();
     assert!(names.iter().any(|n| n.contains("NEXT_LEVEL worker 5")));
-    assert_eq!(names.iter().filter(|n| n.contains("SUB")).count(), 2);
+    let lane_tracks = || names.iter().filter(|n| !n.starts_with("scheduler"));
+    assert_eq!(lane_tracks().filter(|n| n.contains("SUB")).count(), 2);
+    assert_eq!(lane_tracks().count(), 3);
     assert!(names.contains(&"scheduler"));
     let tasks: Vec<&Value> = evs
         .iter()
@@ -139,7 +141,22 @@ fn trace_is_chrome_json_and_dot_names_edges() {
         );
         assert_eq!(f["bp"], "e");
     }
-    assert!(evs.iter().any(|x| x["cat"] == "scheduler"));
+    // Scheduler events sit on the track of the thread that ran the pass: the scheduler
+    // thread's, or one per lane that took the role after a completion.
+    let track_name = |tid: &Value| {
+        evs.iter()
+            .find(|x| x["ph"] == "M" && x["name"] == "thread_name" && x["tid"] == *tid)
+            .and_then(|x| x["args"]["name"].as_str())
+    };
+    let sched: Vec<&Value> = evs.iter().filter(|x| x["cat"] == "scheduler").collect();
+    assert!(!sched.is_empty());
+    for s in &sched {
+        let name = track_name(&s["tid"]).expect("a named track");
+        assert!(
+            name == "scheduler" || name.starts_with("scheduler passes on "),
+            "{name}"
+        );
+    }
     assert_eq!(dot.matches(" -> ").count(), 4, "{dot}");
     assert!(dot.starts_with("digraph"));
     drop(w);

@@ -6,7 +6,7 @@
     check_trace.py --trace T.json [--dot D.dot] --output STDOUT.txt
         checks files from an earlier run (STDOUT.txt: the example's standard output)
 
-Trace: valid JSON with a traceEvents list; a thread_name per lane plus the scheduler row;
+Trace: valid JSON with a traceEvents list; a thread_name per lane plus the scheduler rows (the scheduler thread, lanes that ran passes);
 exactly one "X" task slice per task, named potrf/trsm/syrk/gemm in the algorithm's counts,
 with numeric pid/tid/ts/dur, distinct slots, none failed, no two slices overlapping on one lane;
 flow arrows come in "s"/"f" pairs with matching ids, f.ts >= s.ts, one per DOT edge.
@@ -92,9 +92,12 @@ def check_trace(c, path, info):
 
     names = {e.get("tid"): e.get("args", {}).get("name") for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    sched_tids = [t for t, n in names.items() if n == "scheduler"]
-    c.check(len(sched_tids) == 1, "trace: expected one thread_name 'scheduler', got %r" % names)
-    lane_tids = sorted(t for t, n in names.items() if n != "scheduler" and is_num(t))
+    # Scheduler rows: the scheduler thread's, and one per lane that ran passes itself.
+    is_sched = lambda n: n == "scheduler" or str(n).startswith("scheduler passes on ")
+    sched_tids = [t for t, n in names.items() if is_sched(n)]
+    c.check([names[t] for t in sched_tids].count("scheduler") == 1,
+            "trace: expected one thread_name 'scheduler', got %r" % names)
+    lane_tids = sorted(t for t, n in names.items() if not is_sched(n) and is_num(t))
     if lanes is not None:
         c.check(lane_tids == list(range(lanes)),
                 "trace: thread_name for lanes %r, expected tids 0..%d" % (lane_tids, lanes - 1))
@@ -140,8 +143,8 @@ def check_trace(c, path, info):
     sched = [e for e in events if e.get("ph") == "X" and e.get("cat") == "scheduler"]
     c.check(len(sched) > 0, "trace: no scheduler slices")
     if sched_tids:
-        c.check(all(e.get("tid") == sched_tids[0] for e in sched),
-                "trace: scheduler slices off the scheduler row")
+        c.check(all(e.get("tid") in sched_tids for e in sched),
+                "trace: scheduler slices off the scheduler rows")
 
     starts, finishes = {}, {}
     for e in events:
