@@ -32,8 +32,9 @@ pub struct Completion {
     pub slot: SlotId,
     pub member: u32,
     pub failure: Option<Arc<str>>,
-    /// How long the executor ran, in ns (sizes the lane's mailbox depth).
-    pub ns: u64,
+    /// How long the executor ran, in ns (sizes the lane's mailbox depth); None when the job
+    /// was not timed (skipped, or one of a run of tiny jobs: see `lane::thread::TIME_EVERY`).
+    pub ns: Option<u64>,
     /// The lane lost the claim of an unclaimed job (it was cancelled): nothing ran.
     pub skipped: bool,
 }

@@ -20,7 +20,7 @@ pub mod completion;
 pub mod queues;
 
 use book::LaneBook;
-pub use book::{SHORT_JOB_NS, STUCK_SWEEP};
+pub use book::{PACK_JOB_NS, SHORT_JOB_NS, STUCK_SWEEP};
 
 use crate::lane::{Completion, Job, LaneKind};
 use crate::slot::{Edge, ROUTE_SINGLE, ROUTE_SUB};
@@ -415,7 +415,7 @@ impl Sched {
 
     fn on_completion(&mut self, c: Completion) {
         let l = c.lane as usize;
-        self.lanes[l].complete(c.slot, (!c.skipped).then_some(c.ns));
+        self.lanes[l].complete(c.slot, c.ns);
         if c.skipped {
             return;
         }
