@@ -194,10 +194,9 @@ impl Trace {
         }
         // Scheduler tracks: the scheduler thread's, then one per lane that ran passes.
         let sched_track = |by: Option<u32>| by.map_or(sched_tid, |l| sched_tid + 1 + l);
-        let mut tracks: Vec<Option<u32>> = b.sched.iter().map(|s| s.by).collect();
-        tracks.push(None);
-        tracks.sort_unstable();
-        tracks.dedup();
+        let tracks: std::collections::BTreeSet<Option<u32>> = std::iter::once(None)
+            .chain(b.sched.iter().map(|s| s.by))
+            .collect();
         for by in tracks {
             let tid = sched_track(by);
             let name = match by {
