@@ -394,3 +394,72 @@ impl Drop for Worker {
         let _ = self.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orchestrator::SubmitKind;
+    use crate::task::{CallConfig, TaskArgs, TaskView};
+    use std::ffi::{c_char, c_void, CStr};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    static LOGGED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static LANE_MASK: Mutex<Option<Vec<u32>>> = Mutex::new(None);
+
+    unsafe extern "C" fn keep(_level: u32, msg: *const c_char, _user: *mut c_void) {
+        // SAFETY: the runtime passes a NUL-terminated message valid during the call.
+        let m = unsafe { CStr::from_ptr(msg) }
+            .to_string_lossy()
+            .into_owned();
+        LOGGED.lock().unwrap().push(m);
+    }
+
+    unsafe extern "C" fn read_mask(_t: *const TaskView, _u: *mut c_void) -> i32 {
+        *LANE_MASK.lock().unwrap() = crate::affinity::allowed_cpus().ok();
+        0
+    }
+
+    /// A lane CPU checked at configuration can be gone by the time the lane starts (a mask
+    /// or cpuset changed in between): the lane warns through the log hook and runs unpinned
+    /// on the mask it inherited. Here the CPU is one this machine does not have, put in
+    /// behind `set_lane_cpus`'s check.
+    #[test]
+    fn a_lane_that_cannot_be_pinned_warns_and_runs_unpinned() {
+        // SAFETY: sysconf only reads a system constant.
+        let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+        let missing = u32::try_from(configured).expect("a CPU count");
+        assert!((missing as usize) < libc::CPU_SETSIZE as usize);
+        let mine = crate::affinity::allowed_cpus().unwrap();
+        crate::log::set_hook(Some(keep), std::ptr::null_mut());
+        let mut w = Worker::new(WorkerConfig::default()).unwrap();
+        w.add_sub_lanes(1).unwrap();
+        w.lane_cpus = vec![missing];
+        w.init().unwrap();
+        let c = crate::callable::register(
+            "worker.tests.read_mask",
+            7,
+            crate::callable::CallableKind::Task as u32,
+            read_mask,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        let run = {
+            let mut o = w.orchestrator().unwrap().lock().unwrap();
+            let run = o.begin_run().unwrap();
+            let a = TaskArgs::of_tensors(&mut []);
+            o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
+                .unwrap();
+            o.close_run_submission(run).unwrap();
+            run
+        };
+        let e = w.engine().unwrap().clone();
+        assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
+        drop(w);
+        crate::log::set_hook(None, std::ptr::null_mut());
+        let want = format!("lane 0: pinning to CPU {missing} failed");
+        let logged = LOGGED.lock().unwrap().clone();
+        assert!(logged.iter().any(|m| m.contains(&want)), "{logged:?}");
+        assert_eq!(LANE_MASK.lock().unwrap().as_ref(), Some(&mine));
+    }
+}
