@@ -793,7 +793,11 @@ fn dedup_producers(v: &mut Vec<(SlotId, bool)>) {
     if v.len() < 2 {
         return;
     }
-    v.sort_unstable_by_key(|e| e.0);
+    // A merge sort: producers arrive as a few ascending runs (ids grow with submission, and
+    // tensors tend to be listed in the order they were written), which it merges in linear
+    // time. W3's reducer lists its 10000 producers as two runs (c[n-1] first); the quicksort
+    // of `sort_unstable` spent 1.5 million instructions on them, this about 0.1 million.
+    v.sort_by_key(|e| e.0);
     let mut w = 0;
     for r in 0..v.len() {
         if w > 0 && v[w - 1].0 == v[r].0 {
