@@ -87,6 +87,8 @@ pub struct SlotSync {
     pub failure: Option<Arc<str>>,
     /// Failure was claimed while BUILDING: the submitting thread (or cancellation) propagates.
     pub failure_propagation_pending: bool,
+    /// The scope reference is still outstanding (the task's scope has not ended).
+    pub scope_held: bool,
     pub consumers: Vec<Edge>,
     /// Routing and dispatch facts, set before publication.
     pub route: Route,
@@ -179,6 +181,7 @@ impl SlotCore {
         s.consumers.clear();
         s.failure = None;
         s.failure_propagation_pending = false;
+        s.scope_held = refs > 0;
         self.state.store(BUILDING, Ordering::Release);
     }
 
@@ -356,12 +359,40 @@ impl SlotCore {
         out.append(&mut s.consumers);
     }
 
-    /// Release one lifetime reference (a consumer's, the scope's or the self-release). True
-    /// when this call took the slot COMPLETED/FAILED -> CONSUMED: the caller runs on_consumed.
+    /// Release one lifetime reference (a consumer's or the self-release; the scope's goes
+    /// through `release_scope_ref`). True when this call took the slot COMPLETED/FAILED ->
+    /// CONSUMED: the caller runs on_consumed.
     pub fn release_ref(&self) -> bool {
+        self.release_refs(1)
+    }
+
+    /// Release `n` lifetime references at once; true when this made the slot CONSUMED.
+    pub fn release_refs(&self, n: i32) -> bool {
         let mut s = lock(&self.sync);
+        s.fanout_released += n;
+        self.consume_if_due(&s)
+    }
+
+    /// The release of the scope reference (its scope ended); true when this made the slot
+    /// CONSUMED.
+    pub fn release_scope_ref(&self) -> bool {
+        let mut s = lock(&self.sync);
+        s.scope_held = false;
         s.fanout_released += 1;
         self.consume_if_due(&s)
+    }
+
+    /// Charge `n` lifetime references to task `id` if it has COMPLETED and its scope still
+    /// holds it: the orchestrator's spare references for consumers still to come, which so
+    /// never keep the slot beyond its scope's end (they are given back then). False,
+    /// nothing charged, in any other case.
+    pub fn charge_completed(&self, id: SlotId, n: i32) -> bool {
+        let mut s = lock(&self.sync);
+        if s.id != id || !s.scope_held || self.state.load(Ordering::Acquire) != COMPLETED {
+            return false;
+        }
+        s.fanout_total += n;
+        true
     }
 
     fn consume_if_due(&self, s: &SlotSync) -> bool {
