@@ -4,9 +4,10 @@
 //! longer than the seed's references would: only a producer its scope still holds gets them,
 //! and they go back when a scope ends.
 
+use dagrt::callable::Callable;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
-use dagrt::worker::{Engine, WorkerConfig};
+use dagrt::worker::{Engine, Worker, WorkerConfig};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,7 +42,7 @@ fn t(p: *const u64, tag: Tag) -> Tensor {
     x
 }
 
-fn sub(o: &mut Orchestrator, c: &dagrt::callable::Callable, ts: &mut [Tensor]) {
+fn sub(o: &mut Orchestrator, c: &Callable, ts: &mut [Tensor]) {
     let a = TaskArgs::of_tensors(ts);
     o.submit(SubmitKind::Sub, c, &[a], &CallConfig::default(), &[])
         .unwrap();
@@ -59,25 +60,37 @@ fn completed(e: &Arc<Engine>, run: u64) -> u64 {
     e.runs.get(run).unwrap().counts().completed
 }
 
-/// Producer and consumers in one nested scope: once the scope ends and they finish, all of
-/// them are reclaimed while the run stays open, the producer included (its spare references
-/// went back at the scope end).
-#[test]
-fn a_scope_end_gives_the_spare_references_back() {
-    let _s = serial();
+fn worker() -> (Worker, Callable, Arc<Engine>) {
     let cfg = WorkerConfig {
         timeout_ms: 5_000,
         ..WorkerConfig::default()
     };
     let (w, c) = sub_worker(cfg, 2, "credit.body", body);
     let e = w.engine().unwrap().clone();
+    (w, c, e)
+}
+
+/// Open a run and a nested scope, and submit the producer (OUTPUT `x`); returns once it has
+/// completed.
+fn begin_with_producer(o: &mut Orchestrator, c: &Callable, e: &Arc<Engine>, x: *const u64) -> u64 {
+    let run = o.begin_run().unwrap();
+    o.scope_begin().unwrap();
+    sub(o, c, &mut [t(x, Tag::Output)]);
+    poll("the producer completing", || completed(e, run) == 1);
+    run
+}
+
+/// Producer and consumers in one nested scope: once the scope ends and they finish, all of
+/// them are reclaimed while the run stays open, the producer included (its spare references
+/// went back at the scope end).
+#[test]
+fn a_scope_end_gives_the_spare_references_back() {
+    let _s = serial();
+    let (w, c, e) = worker();
     let bufs = vec![0u64; 8 * 17];
     let p = |i: usize| bufs[8 * i..].as_ptr();
     let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = o.begin_run().unwrap();
-    o.scope_begin().unwrap();
-    sub(&mut o, &c, &mut [t(p(0), Tag::Output)]);
-    poll("the producer completing", || completed(&e, run) == 1);
+    let run = begin_with_producer(&mut o, &c, &e, p(0));
     for i in 1..=16 {
         sub(&mut o, &c, &mut [t(p(0), Tag::Input), t(p(i), Tag::Output)]);
     }
@@ -99,20 +112,12 @@ fn a_scope_end_gives_the_spare_references_back() {
 #[test]
 fn a_producer_past_its_scope_gets_no_spare_references() {
     let _s = serial();
-    let cfg = WorkerConfig {
-        timeout_ms: 5_000,
-        ..WorkerConfig::default()
-    };
-    let (w, c) = sub_worker(cfg, 2, "credit.body", body);
-    let e = w.engine().unwrap().clone();
+    let (w, c, e) = worker();
     let bufs = vec![0u64; 8 * 4];
     let p = |i: usize| bufs[8 * i..].as_ptr();
     let gate = [0u8; 64];
     let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = o.begin_run().unwrap();
-    o.scope_begin().unwrap();
-    sub(&mut o, &c, &mut [t(p(0), Tag::Output)]);
-    poll("the producer completing", || completed(&e, run) == 1);
+    let run = begin_with_producer(&mut o, &c, &e, p(0));
     // A gated consumer keeps it alive past its scope.
     GATE.store(false, Ordering::Release);
     let open = Open;
