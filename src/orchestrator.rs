@@ -103,10 +103,6 @@ impl Orchestrator {
         }
     }
 
-    fn return_credit(&mut self) {
-        return_credit(&self.e, &mut self.credit, &mut self.reclaim);
-    }
-
     pub fn engine(&self) -> &Arc<Engine> {
         &self.e
     }
@@ -203,15 +199,11 @@ impl Orchestrator {
                 ),
             );
         }
-        self.return_credit();
         let e = self.e.clone();
         // Nothing pushed may wait for a doorbell the orchestrator would ring at its next push.
         e.ready_in.ring();
-        let reclaim = &mut self.reclaim;
         run.seal();
-        self.scope
-            .end_outer(|sid, ahead| release_scope_ref(&e, sid, ahead, reclaim));
-        consume_all(&e, reclaim);
+        let _ = self.end_scope(true);
         run.close(|| e.tensormap.lock().drop_run(run.id));
         self.run = None;
         self.owner = 0;
@@ -280,15 +272,26 @@ impl Orchestrator {
 
     /// End every nested scope still open (used when an orchestration callback returns).
     pub fn end_open_scopes(&mut self) {
-        self.return_credit();
-        let e = self.e.clone();
         while self.scope.depth() > 1 {
-            let reclaim = &mut self.reclaim;
-            let _ = self
-                .scope
-                .end(|sid, ahead| release_scope_ref(&e, sid, ahead, reclaim));
-            consume_all(&e, reclaim);
+            let _ = self.end_scope(false);
         }
+    }
+
+    /// End the innermost scope (`outer`: the run's outer scope, at close), releasing its
+    /// slots' scope references. The fan-out credit goes back first: its producer may be one
+    /// of them, and a credit never outlives its producer's scope (`Orchestrator::credit`).
+    fn end_scope(&mut self, outer: bool) -> std::result::Result<(), ScopeError> {
+        let (e, reclaim) = (&self.e, &mut self.reclaim);
+        return_credit(e, &mut self.credit, reclaim);
+        let release = |sid, ahead| release_scope_ref(e, sid, ahead, reclaim);
+        let ended = if outer {
+            self.scope.end_outer(release);
+            Ok(())
+        } else {
+            self.scope.end(release)
+        };
+        consume_all(e, reclaim);
+        ended
     }
 
     pub fn scope_begin(&mut self) -> Result<()> {
@@ -303,14 +306,7 @@ impl Orchestrator {
 
     pub fn scope_end(&mut self) -> Result<()> {
         self.building()?;
-        self.return_credit();
-        let e = self.e.clone();
-        let reclaim = &mut self.reclaim;
-        let ended = self
-            .scope
-            .end(|sid, ahead| release_scope_ref(&e, sid, ahead, reclaim));
-        consume_all(&e, &mut self.reclaim);
-        ended.map_err(|x| match x {
+        self.end_scope(false).map_err(|x| match x {
             ScopeError::Unbalanced => Error::new(
                 Status::ScopeUnbalanced,
                 "scope_end without a matching scope_begin",
