@@ -14,8 +14,9 @@ use crate::task::{CallConfig, Tensor};
 use smallvec::SmallVec;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const MAX_RING_DEPTH: usize = 4;
@@ -165,19 +166,10 @@ fn prefetchw(p: *const u8) {
     let _ = p;
 }
 
-/// Slots are materialised in chunks of this many as the table first needs them (the first
+/// Table entries are built in chunks of this many as claims first reach them (the first
 /// when the table is made), so a large window costs memory only up to the high-water mark
 /// of slots in flight.
 const CHUNK: usize = 4096;
-
-fn new_chunk(n: usize) -> Box<[Slot]> {
-    (0..n)
-        .map(|_| Slot {
-            core: SlotCore::default(),
-            data: UnsafeCell::new(SlotData::default()),
-        })
-        .collect()
-}
 
 /// Low bits of a slot id: the table index. The high bits are a per-worker monotonic
 /// sequence number, so ids are monotonic and never repeat, while any free table entry can
@@ -198,10 +190,20 @@ struct FreeList {
 }
 
 pub struct SlotTable {
-    chunks: Box<[OnceLock<Box<[Slot]>>]>,
-    /// Slots per chunk (a power of two) and its log2: index arithmetic is shifts and masks.
+    /// `window` entries' address space, reserved as one inaccessible anonymous mapping and
+    /// made accessible a chunk at a time as entries are built (so the window is not charged
+    /// to the commit limit). An entry's address is one multiply-add away: a task's life looks
+    /// up its slot some twenty times, on every thread.
+    base: NonNull<Slot>,
+    /// Entries `[0, built)` are built (a prefix: fresh indexes are handed out in order and
+    /// chunks are built in order under `grow`). Raised with Release after the entries are
+    /// written; every lookup checks its index against it (Acquire), so even a forged id
+    /// never reaches an unbuilt entry.
+    built: AtomicUsize,
+    /// Serialises building (see `ensure_built`).
+    grow: Mutex<()>,
+    /// Entries per chunk (a power of two).
     chunk: usize,
-    chunk_shift: u32,
     window: u32,
     /// Free table entries (the task window's capacity).
     /// (This and `cached` on lines of their own: every slot lookup reads the fields above.)
@@ -213,21 +215,39 @@ pub struct SlotTable {
     pub freed: Event,
 }
 
+// SAFETY: the table owns its mapping; the entries in it are `Slot`s, which are Send and Sync,
+// and the only other state is atomics and mutexes.
+unsafe impl Send for SlotTable {}
+// SAFETY: as above.
+unsafe impl Sync for SlotTable {}
+
 impl SlotTable {
-    /// A table of `window` slots (at most 2^24).
-    pub fn new(window: u32) -> SlotTable {
+    /// A table of `window` slots (at most 2^24); fails if the address space for it cannot
+    /// be reserved.
+    pub fn new(window: u32) -> std::io::Result<SlotTable> {
         let window = window.clamp(1, 1 << INDEX_BITS);
         let chunk = (window as usize).next_power_of_two().min(CHUNK);
-        let chunks: Box<[OnceLock<Box<[Slot]>>]> = (0..(window as usize).div_ceil(chunk))
-            .map(|_| OnceLock::new())
-            .collect();
-        // The first chunk now, while the worker starts: a first run would otherwise fault in
-        // its pages (about 2.6 MB) on the submitting thread, with lanes already waiting.
-        chunks[0].get_or_init(|| new_chunk(chunk));
-        SlotTable {
-            chunks,
+        let len = window as usize * std::mem::size_of::<Slot>();
+        // SAFETY: anonymous mapping, no fd, kernel chooses the (page-aligned, so Slot-aligned)
+        // address.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let t = SlotTable {
+            base: NonNull::new(map.cast()).ok_or_else(std::io::Error::last_os_error)?,
+            built: AtomicUsize::new(0),
+            grow: Mutex::new(()),
             chunk,
-            chunk_shift: chunk.trailing_zeros(),
             window,
             free: Padded(Mutex::new(FreeList {
                 stack: Vec::new(),
@@ -235,6 +255,52 @@ impl SlotTable {
             })),
             cached: Padded(AtomicU32::new(0)),
             freed: Event::default(),
+        };
+        // The first chunk now, while the worker starts: a first run would otherwise fault in
+        // its pages (about 2.6 MB) on the submitting thread, with lanes already waiting.
+        t.ensure_built(0);
+        Ok(t)
+    }
+
+    /// Build the entries up to the chunk of index `i`, in order, if they are not yet.
+    fn ensure_built(&self, i: usize) {
+        if i < self.built.load(Ordering::Acquire) {
+            return;
+        }
+        let _g = self.grow.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.built.load(Ordering::Relaxed);
+        while b <= i {
+            let end = (b + self.chunk).min(self.window as usize);
+            let size = std::mem::size_of::<Slot>();
+            // SAFETY: [b, end) lies in the mapping, and its start is page-aligned: b is 0 or a
+            // multiple of CHUNK, and CHUNK entries (multiples of 64 bytes) span whole pages.
+            let rc = unsafe {
+                libc::mprotect(
+                    self.base.as_ptr().add(b).cast(),
+                    (end - b) * size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            if rc != 0 {
+                // Out of memory, as a failed allocation of the chunk would be.
+                std::alloc::handle_alloc_error(
+                    std::alloc::Layout::array::<Slot>(end - b).expect("a chunk's layout"),
+                );
+            }
+            for k in b..end {
+                // SAFETY: k < window lies in the mapping; entries at or above `built` are
+                // unbuilt and unreachable (every lookup checks `built`), so this is their only
+                // writer.
+                unsafe {
+                    self.base.as_ptr().add(k).write(Slot {
+                        core: SlotCore::default(),
+                        data: UnsafeCell::new(SlotData::default()),
+                    })
+                };
+            }
+            b = end;
+            // Publication of the entries just written (lookups read it with Acquire).
+            self.built.store(b, Ordering::Release);
         }
     }
 
@@ -242,20 +308,24 @@ impl SlotTable {
         self.window as u64
     }
 
-    /// The slot of `id`. Ids reach here only after `claim` materialised their chunk (a
-    /// caller-supplied id is checked with `contains` first).
+    /// The slot of `id`. Ids reach here after `claim` built their entry; a caller-supplied
+    /// id is checked with `contains` first (a forged one that is not panics here, it never
+    /// reads an unbuilt entry).
+    #[inline]
     pub fn get(&self, id: SlotId) -> &Slot {
         let i = (id & INDEX_MASK) as usize;
-        let c = self.chunks[i >> self.chunk_shift]
-            .get()
-            .expect("slot chunk materialised by claim");
-        &c[i & (self.chunk - 1)]
+        assert!(
+            i < self.built.load(Ordering::Acquire),
+            "slot {id:#x}: no such table entry"
+        );
+        // SAFETY: entries below `built` were written before it was raised (Release, read
+        // with Acquire above) and live until the table is dropped.
+        unsafe { &*self.base.as_ptr().add(i) }
     }
 
-    /// Whether `id` names a materialised table entry (a forged or foreign id may not).
+    /// Whether `id` names a built table entry (a forged or foreign id may not).
     pub fn contains(&self, id: SlotId) -> bool {
-        let i = (id & INDEX_MASK) as usize;
-        i < self.window as usize && self.chunks[i >> self.chunk_shift].get().is_some()
+        ((id & INDEX_MASK) as usize) < self.built.load(Ordering::Acquire)
     }
 
     /// Claim a free table entry for sequence number `seq`, waiting up to `timeout` for
@@ -294,7 +364,7 @@ impl SlotTable {
             self.cached.store(cache.len() as u32, Ordering::Relaxed);
         }
         let i = index? as usize;
-        self.chunks[i >> self.chunk_shift].get_or_init(|| new_chunk(self.chunk));
+        self.ensure_built(i);
         let id = (seq << INDEX_BITS) | i as u64;
         self.get(id).core.begin_building_for(id, run, 1);
         if let Some(&next) = cache.last() {
@@ -325,10 +395,10 @@ impl SlotTable {
         }
     }
 
-    /// The address of table entry `i`, if its chunk is materialised (for prefetching).
+    /// The address of table entry `i`, if it is built (for prefetching).
     fn slot_addr(&self, i: usize) -> Option<*const u8> {
-        let c = self.chunks[i >> self.chunk_shift].get()?;
-        Some(&c[i & (self.chunk - 1)] as *const Slot as *const u8)
+        (i < self.built.load(Ordering::Relaxed))
+            .then(|| self.base.as_ptr().wrapping_add(i) as *const u8)
     }
 
     /// Return an entry to FREE (after on_consumed).
@@ -362,12 +432,28 @@ impl SlotTable {
         f.fresh as i64 - f.stack.len() as i64 - self.cached.load(Ordering::Relaxed) as i64
     }
 
-    /// Every materialised slot (for cancellation's sweep).
+    /// Every built slot (for cancellation's sweep).
     pub fn iter(&self) -> impl Iterator<Item = &Slot> + '_ {
-        self.chunks
-            .iter()
-            .filter_map(|c| c.get())
-            .flat_map(|c| c.iter())
+        // SAFETY: as in `get`: entries below `built` are built and live as long as the table.
+        (0..self.built.load(Ordering::Acquire)).map(|i| unsafe { &*self.base.as_ptr().add(i) })
+    }
+}
+
+impl Drop for SlotTable {
+    fn drop(&mut self) {
+        let built = *self.built.get_mut();
+        // SAFETY: entries below `built` are built and nothing borrows the table any more
+        // (`&mut self`); then the mapping is exactly what mmap returned in `new`.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                self.base.as_ptr(),
+                built,
+            ));
+            libc::munmap(
+                self.base.as_ptr().cast(),
+                self.window as usize * std::mem::size_of::<Slot>(),
+            );
+        }
     }
 }
 
@@ -544,5 +630,51 @@ impl Drop for HeapRings {
         unsafe {
             libc::munmap(self.map, self.len);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table builds entries a chunk at a time as claims reach them; ids past the built
+    /// prefix are not contained, and looking one up panics rather than read unbuilt memory.
+    #[test]
+    fn the_table_grows_a_chunk_at_a_time_and_lookups_stay_inside_it() {
+        let t = SlotTable::new(3 * CHUNK as u32).expect("reserve");
+        assert_eq!(
+            t.built.load(Ordering::Relaxed),
+            CHUNK,
+            "the first chunk at start"
+        );
+        let far = (2 * CHUNK) as SlotId;
+        assert!(!t.contains(far));
+        let forged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            t.get(far);
+        }));
+        assert!(
+            forged.is_err(),
+            "a lookup past the built entries must panic"
+        );
+
+        let mut cache = Vec::new();
+        let ids: Vec<SlotId> = (1..=CHUNK as u64 + 1)
+            .map(|seq| {
+                t.claim(&mut cache, seq, 1, Duration::ZERO)
+                    .expect("a free entry")
+            })
+            .collect();
+        assert_eq!(
+            t.built.load(Ordering::Relaxed),
+            2 * CHUNK,
+            "the second chunk on demand"
+        );
+        let last = *ids.last().unwrap();
+        assert_eq!(last & INDEX_MASK, CHUNK as u64);
+        assert!(t.contains(last) && !t.contains(far));
+        assert_eq!(t.get(last).core.state(), crate::slot::BUILDING);
+        assert_eq!(t.iter().count(), 2 * CHUNK);
+        assert_eq!(t.live(), CHUNK as i64 + 1);
+        // Dropped here with built entries in use: they are dropped in place, then unmapped.
     }
 }

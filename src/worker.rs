@@ -220,6 +220,15 @@ impl Worker {
             return err(Status::WrongState, "init: the worker has no lanes");
         }
         fork_hygiene_once();
+        let slots = SlotTable::new(self.cfg.task_window).map_err(|x| {
+            Error::new(
+                Status::System,
+                format!(
+                    "mmap of a task window of {} slots failed: {x}",
+                    self.cfg.task_window
+                ),
+            )
+        })?;
         let heap = HeapRings::new(self.cfg.heap_ring_size).map_err(|x| {
             Error::new(
                 Status::System,
@@ -249,7 +258,7 @@ impl Worker {
             .collect();
         let e = Arc::new(Engine {
             cfg: self.cfg,
-            slots: SlotTable::new(self.cfg.task_window),
+            slots,
             heap,
             tensormap: Default::default(),
             ready_in: Default::default(),
