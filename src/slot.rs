@@ -368,17 +368,20 @@ impl SlotCore {
 
     /// Release `n` lifetime references at once; true when this made the slot CONSUMED.
     pub fn release_refs(&self, n: i32) -> bool {
-        let mut s = lock(&self.sync);
-        s.fanout_released += n;
-        self.consume_if_due(&s)
+        self.release_with(n, |_| {})
     }
 
     /// The release of the scope reference (its scope ended); true when this made the slot
     /// CONSUMED.
     pub fn release_scope_ref(&self) -> bool {
+        self.release_with(1, |s| s.scope_held = false)
+    }
+
+    /// Release `n` references, updating the rest of `s` with `also` under the same lock.
+    fn release_with(&self, n: i32, also: impl FnOnce(&mut SlotSync)) -> bool {
         let mut s = lock(&self.sync);
-        s.scope_held = false;
-        s.fanout_released += 1;
+        also(&mut s);
+        s.fanout_released += n;
         self.consume_if_due(&s)
     }
 
