@@ -263,10 +263,15 @@ impl SlotTable {
     }
 
     /// Build the entries up to the chunk of index `i`, in order, if they are not yet.
+    #[inline]
     fn ensure_built(&self, i: usize) {
-        if i < self.built.load(Ordering::Acquire) {
-            return;
+        if i >= self.built.load(Ordering::Acquire) {
+            self.build_up_to(i);
         }
+    }
+
+    #[cold]
+    fn build_up_to(&self, i: usize) {
         let _g = self.grow.lock().unwrap_or_else(|p| p.into_inner());
         let mut b = self.built.load(Ordering::Relaxed);
         while b <= i {
