@@ -682,4 +682,25 @@ mod tests {
         assert_eq!(t.live(), CHUNK as i64 + 1);
         // Dropped here with built entries in use: they are dropped in place, then unmapped.
     }
+
+    /// The window's bounds: one entry (less than a page, one chunk), and the largest window,
+    /// whose address range (10 GiB) is reserved without being committed.
+    #[test]
+    fn the_smallest_and_largest_windows() {
+        let t = SlotTable::new(1).expect("reserve");
+        let mut cache = Vec::new();
+        let id = t
+            .claim(&mut cache, 1, 1, Duration::ZERO)
+            .expect("the one entry");
+        assert!(
+            t.claim(&mut cache, 2, 1, Duration::ZERO).is_none(),
+            "a full window"
+        );
+        assert_eq!(t.get(id).core.state(), crate::slot::BUILDING);
+
+        let t = SlotTable::new(1 << INDEX_BITS).expect("reserve the largest window");
+        assert_eq!(t.window(), 1 << INDEX_BITS);
+        assert_eq!(t.built.load(Ordering::Relaxed), CHUNK);
+        assert!(!t.contains(CHUNK as SlotId));
+    }
 }
