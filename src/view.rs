@@ -35,14 +35,21 @@ pub struct Footprint {
 
 impl Footprint {
     /// A dense byte range, as `dagrt_alloc` slabs and whole buffers are.
+    #[inline]
     pub fn dense(lo: u64, len: u64) -> Footprint {
+        Footprint::dense_from(lo, len, lo)
+    }
+
+    /// A dense byte range of a view whose base pointer is `origin`.
+    #[inline]
+    fn dense_from(lo: u64, len: u64, origin: u64) -> Footprint {
         let mut dims = [(0, 0); MAX_DIMS];
         dims[0] = (1, len);
         Footprint {
             lo,
             hi: lo + len,
             dense: true,
-            origin: lo,
+            origin,
             ndims: 1,
             dims,
             rows: None,
@@ -51,7 +58,19 @@ impl Footprint {
 
     /// The footprint of a validated tensor view, or `None` when the view touches nothing
     /// (a zero extent) or its extent overflows the address space.
+    #[inline]
     pub fn of(t: &Tensor) -> Option<Footprint> {
+        // The common view, a whole one-dimensional buffer, without a call.
+        if t.ndim == 1 && t.strides[0] == 0 && t.shape[0] > 0 {
+            let len = dtype_size(t.dtype)?.checked_mul(t.shape[0])?;
+            let base = (t.data as u64).checked_add(t.offset)?;
+            base.checked_add(len)?;
+            return Some(Footprint::dense_from(base, len, t.data as u64));
+        }
+        Footprint::of_view(t)
+    }
+
+    fn of_view(t: &Tensor) -> Option<Footprint> {
         let esize = dtype_size(t.dtype)?;
         let base = (t.data as u64).checked_add(t.offset)?;
         let nd = t.ndim as usize;
@@ -65,10 +84,7 @@ impl Footprint {
                 len = len.checked_mul(s)?;
             }
             base.checked_add(len)?;
-            return Some(Footprint {
-                origin: t.data as u64,
-                ..Footprint::dense(base, len)
-            });
+            return Some(Footprint::dense_from(base, len, t.data as u64));
         }
         let mut dims = [(0u64, 0u64); MAX_DIMS];
         dims[0] = (1, esize);
@@ -110,10 +126,7 @@ impl Footprint {
         };
         f.dense = f.is_dense();
         if f.dense {
-            return Some(Footprint {
-                origin: t.data as u64,
-                ..Footprint::dense(base, extent)
-            });
+            return Some(Footprint::dense_from(base, extent, t.data as u64));
         }
         f.rows = f.find_rows();
         Some(f)
