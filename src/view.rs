@@ -357,6 +357,38 @@ mod tests {
         Footprint::of(&t).unwrap()
     }
 
+    /// The inlined path for whole one-dimensional buffers gives what the general one does,
+    /// including the views it must refuse (no extent, an extent past the address space).
+    #[test]
+    fn one_dimensional_buffers_take_the_short_path_to_the_same_footprint() {
+        let one_d = |data: u64, offset: u64, dtype: DataType, n: u64| Tensor {
+            data: data as *mut _,
+            offset,
+            ndim: 1,
+            dtype: dtype as u32,
+            tag: 0,
+            reserved: 0,
+            shape: [n, 0, 0, 0, 0],
+            strides: [0; 5],
+        };
+        let cases = [
+            one_d(4096, 0, DataType::U8, 64),
+            one_d(4096, 24, DataType::F64, 7),
+            one_d(1 << 40, 8, DataType::F32, 1),
+            one_d(4096, 0, DataType::U8, 0),
+            one_d(u64::MAX - 16, 0, DataType::U8, 64),
+            one_d(4096, u64::MAX, DataType::U8, 1),
+            one_d(4096, 0, DataType::F64, u64::MAX / 4),
+        ];
+        for t in &cases {
+            assert_eq!(Footprint::of(t), Footprint::of_view(t), "{t:?}");
+        }
+        let f = Footprint::of(&cases[1]).unwrap();
+        assert!(f.dense && (f.lo, f.hi, f.origin) == (4120, 4176, 4096));
+        assert_eq!(Footprint::of(&cases[3]), None);
+        assert_eq!(Footprint::of(&cases[4]), None);
+    }
+
     #[test]
     fn column_tiles_of_one_matrix_are_disjoint() {
         let base = 1 << 20;
