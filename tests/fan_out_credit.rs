@@ -10,7 +10,7 @@ use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
 use dagrt::worker::{Engine, Worker, WorkerConfig};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -60,24 +60,59 @@ fn completed(e: &Arc<Engine>, run: u64) -> u64 {
     e.runs.get(run).unwrap().counts().completed
 }
 
-fn worker() -> (Worker, Callable, Arc<Engine>) {
-    let cfg = WorkerConfig {
-        timeout_ms: 5_000,
-        ..WorkerConfig::default()
-    };
-    let (w, c) = sub_worker(cfg, 2, "credit.body", body);
-    let e = w.engine().unwrap().clone();
-    (w, c, e)
+/// One test's worker (2 SUB lanes, one callable), with `n` 64-byte buffers, run alone.
+struct Fixture {
+    _one: std::sync::MutexGuard<'static, ()>,
+    w: Worker,
+    c: Callable,
+    e: Arc<Engine>,
+    bufs: Vec<u64>,
 }
 
-/// Open a run and a nested scope, and submit the producer (OUTPUT `x`); returns once it has
-/// completed.
-fn begin_with_producer(o: &mut Orchestrator, c: &Callable, e: &Arc<Engine>, x: *const u64) -> u64 {
-    let run = o.begin_run().unwrap();
-    o.scope_begin().unwrap();
-    sub(o, c, &mut [t(x, Tag::Output)]);
-    poll("the producer completing", || completed(e, run) == 1);
-    run
+impl Fixture {
+    fn new(n: usize) -> Fixture {
+        let _one = serial();
+        let cfg = WorkerConfig {
+            timeout_ms: 5_000,
+            ..WorkerConfig::default()
+        };
+        let (w, c) = sub_worker(cfg, 2, "credit.body", body);
+        let e = w.engine().unwrap().clone();
+        Fixture {
+            _one,
+            w,
+            c,
+            e,
+            bufs: vec![0u64; 8 * n],
+        }
+    }
+
+    /// Buffer `i`.
+    fn p(&self, i: usize) -> *const u64 {
+        self.bufs[8 * i..].as_ptr()
+    }
+
+    /// Open a run and a nested scope, and submit the producer (OUTPUT buffer 0); returns once
+    /// it has completed.
+    fn begin_with_producer(&self, o: &mut Orchestrator) -> u64 {
+        let run = o.begin_run().unwrap();
+        o.scope_begin().unwrap();
+        sub(o, &self.c, &mut [t(self.p(0), Tag::Output)]);
+        poll("the producer completing", || completed(&self.e, run) == 1);
+        run
+    }
+
+    /// Close the run's submission and wait for it to end.
+    fn close_and_wait(&self, mut o: MutexGuard<'_, Orchestrator>, run: u64) {
+        o.close_run_submission(run).unwrap();
+        drop(o);
+        assert!(self
+            .e
+            .runs
+            .get(run)
+            .unwrap()
+            .wait(Some(Duration::from_secs(10))));
+    }
 }
 
 /// Producer and consumers in one nested scope: once the scope ends and they finish, all of
@@ -85,25 +120,25 @@ fn begin_with_producer(o: &mut Orchestrator, c: &Callable, e: &Arc<Engine>, x: *
 /// went back at the scope end).
 #[test]
 fn a_scope_end_gives_the_spare_references_back() {
-    let _s = serial();
-    let (w, c, e) = worker();
-    let bufs = vec![0u64; 8 * 17];
-    let p = |i: usize| bufs[8 * i..].as_ptr();
-    let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = begin_with_producer(&mut o, &c, &e, p(0));
+    let f = Fixture::new(17);
+    let (c, e) = (&f.c, &f.e);
+    let mut o = f.w.orchestrator().unwrap().lock().unwrap();
+    let run = f.begin_with_producer(&mut o);
     for i in 1..=16 {
-        sub(&mut o, &c, &mut [t(p(0), Tag::Input), t(p(i), Tag::Output)]);
+        sub(
+            &mut o,
+            c,
+            &mut [t(f.p(0), Tag::Input), t(f.p(i), Tag::Output)],
+        );
     }
     o.scope_end().unwrap();
     poll("the scope's 17 tasks completing", || {
-        completed(&e, run) == 17
+        completed(e, run) == 17
     });
     poll("every slot of the ended scope reclaimed", || {
         e.slots.live() == 0
     });
-    o.close_run_submission(run).unwrap();
-    drop(o);
-    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
+    f.close_and_wait(o, run);
 }
 
 /// A producer whose scope has ended gets no credit: kept alive by a retaining consumer, then
@@ -111,33 +146,33 @@ fn a_scope_end_gives_the_spare_references_back() {
 /// scope ends (a credit would have held it until the next scope end).
 #[test]
 fn a_producer_past_its_scope_gets_no_spare_references() {
-    let _s = serial();
-    let (w, c, e) = worker();
-    let bufs = vec![0u64; 8 * 4];
-    let p = |i: usize| bufs[8 * i..].as_ptr();
+    let f = Fixture::new(4);
+    let (c, e) = (&f.c, &f.e);
     let gate = [0u8; 64];
-    let mut o = w.orchestrator().unwrap().lock().unwrap();
-    let run = begin_with_producer(&mut o, &c, &e, p(0));
+    let mut o = f.w.orchestrator().unwrap().lock().unwrap();
+    let run = f.begin_with_producer(&mut o);
     // A gated consumer keeps it alive past its scope.
     GATE.store(false, Ordering::Release);
     let open = Open;
     let mut g = tensor(gate.as_ptr() as u64, 0, DataType::U8, &[1], &[]);
     g.tag = Tag::Output as u32;
-    sub(&mut o, &c, &mut [g, t(p(0), Tag::Input)]);
+    sub(&mut o, c, &mut [g, t(f.p(0), Tag::Input)]);
     o.scope_end().unwrap();
     // Two retaining consumers in the outer scope: the second finds the same COMPLETED
     // producer again, which is where a credit would be charged.
     for i in 1..=2 {
-        sub(&mut o, &c, &mut [t(p(0), Tag::Input), t(p(i), Tag::Output)]);
+        sub(
+            &mut o,
+            c,
+            &mut [t(f.p(0), Tag::Input), t(f.p(i), Tag::Output)],
+        );
     }
     assert_eq!(e.slots.live(), 4);
     drop(open);
-    poll("the consumers completing", || completed(&e, run) == 4);
+    poll("the consumers completing", || completed(e, run) == 4);
     // The outer scope holds the two consumers; the producer and the gated one are gone.
     poll("the producer reclaimed", || e.slots.live() == 2);
-    o.close_run_submission(run).unwrap();
-    drop(o);
-    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
+    f.close_and_wait(o, run);
     e.runs.remove_done(run);
     assert_eq!(e.slots.live(), 0);
 }
