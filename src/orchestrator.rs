@@ -11,7 +11,7 @@ use crate::callable::Callable;
 use crate::callable::{self, CallableKind, Entry};
 use crate::error::{err, Error, Result, Status};
 use crate::ring::{
-    align_up, first_id_of_seq, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind,
+    align_up, first_id_of_seq, ClaimError, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind,
 };
 use crate::run::{Run, RunId, RunRef};
 use crate::scheduler::completion::{consume_all, enqueue_ready, propagate_pending, retire};
@@ -762,12 +762,14 @@ impl Orchestrator {
     fn claim_slot(&mut self, rr: RunRef, bytes: u64) -> Result<(SlotId, *mut u8)> {
         let run = rr.get().expect("the open run");
         let deadline = self.timeout();
-        let Some(sid) = self
+        let sid = match self
             .e
             .slots
             .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
-        else {
-            return Err(self.window_full());
+        {
+            Ok(sid) => sid,
+            Err(ClaimError::Full) => return Err(self.window_full()),
+            Err(ClaimError::Grow(x)) => return Err(self.window_grow(x)),
         };
         let ring = HeapRings::for_depth(self.scope.current_depth());
         let mut slab = (std::ptr::null_mut(), None);
@@ -800,6 +802,20 @@ impl Orchestrator {
         d.run = rr;
         d.heap = slab.1;
         Ok((sid, slab.0))
+    }
+
+    /// The slots in use reached a chunk of the table not yet built, and the system would not
+    /// commit its memory (the submit leaves nothing behind, so the caller may retry).
+    #[cold]
+    fn window_grow(&self, x: std::io::Error) -> Error {
+        Error::new(
+            Status::System,
+            format!(
+                "task window: no memory for more slots ({} in use of {}): {x}",
+                self.e.slots.live(),
+                self.e.slots.window()
+            ),
+        )
     }
 
     fn window_full(&self) -> Error {

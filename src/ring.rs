@@ -189,6 +189,15 @@ struct FreeList {
     fresh: u32,
 }
 
+/// Why `SlotTable::claim` returned no slot.
+#[derive(Debug)]
+pub enum ClaimError {
+    /// Every entry stayed in use until the timeout.
+    Full,
+    /// A free entry's chunk could not be made accessible (out of memory).
+    Grow(std::io::Error),
+}
+
 pub struct SlotTable {
     /// `window` entries' address space, reserved as one inaccessible anonymous mapping and
     /// made accessible a chunk at a time as entries are built (so the window is not charged
@@ -258,20 +267,22 @@ impl SlotTable {
         };
         // The first chunk now, while the worker starts: a first run would otherwise fault in
         // its pages (about 2.6 MB) on the submitting thread, with lanes already waiting.
-        t.ensure_built(0);
+        t.ensure_built(0)?;
         Ok(t)
     }
 
-    /// Build the entries up to the chunk of index `i`, in order, if they are not yet.
+    /// Build the entries up to the chunk of index `i`, in order, if they are not yet; fails
+    /// if the chunk's memory cannot be committed (the entries stay unbuilt).
     #[inline]
-    fn ensure_built(&self, i: usize) {
+    fn ensure_built(&self, i: usize) -> std::io::Result<()> {
         if i >= self.built.load(Ordering::Acquire) {
-            self.build_up_to(i);
+            return self.build_up_to(i);
         }
+        Ok(())
     }
 
     #[cold]
-    fn build_up_to(&self, i: usize) {
+    fn build_up_to(&self, i: usize) -> std::io::Result<()> {
         let _g = self.grow.lock().unwrap_or_else(|p| p.into_inner());
         let mut b = self.built.load(Ordering::Relaxed);
         while b <= i {
@@ -287,10 +298,8 @@ impl SlotTable {
                 )
             };
             if rc != 0 {
-                // Out of memory, as a failed allocation of the chunk would be.
-                std::alloc::handle_alloc_error(
-                    std::alloc::Layout::array::<Slot>(end - b).expect("a chunk's layout"),
-                );
+                // The commit limit or RLIMIT_DATA refused the chunk: the caller reports it.
+                return Err(std::io::Error::last_os_error());
             }
             for k in b..end {
                 // SAFETY: k < window lies in the mapping; entries at or above `built` are
@@ -307,6 +316,7 @@ impl SlotTable {
             // Publication of the entries just written (lookups read it with Acquire).
             self.built.store(b, Ordering::Release);
         }
+        Ok(())
     }
 
     pub fn window(&self) -> u64 {
@@ -335,6 +345,8 @@ impl SlotTable {
 
     /// Claim a free table entry for sequence number `seq`, waiting up to `timeout` for
     /// one; returns the new slot id (BUILDING, for `run`, holding its scope reference).
+    /// Fails with `Full` if none came free in time, and with `Grow` if the entry's chunk
+    /// could not be built (the entry goes back to `cache`, so a later claim retries it).
     /// `cache` is the claimer's private stack of free indexes: it takes the shared free
     /// list wholesale when empty, so a claim costs no lock in the steady state.
     pub fn claim(
@@ -343,7 +355,7 @@ impl SlotTable {
         seq: u64,
         run: u64,
         timeout: Duration,
-    ) -> Option<SlotId> {
+    ) -> Result<SlotId, ClaimError> {
         let mut index = cache.pop();
         if index.is_none() {
             let got = self.freed.wait_until_timeout(
@@ -363,19 +375,23 @@ impl SlotTable {
                 timeout,
             );
             if !got {
-                return None;
+                return Err(ClaimError::Full);
             }
         } else {
             self.cached.store(cache.len() as u32, Ordering::Relaxed);
         }
-        let i = index? as usize;
-        self.ensure_built(i);
+        let i = index.ok_or(ClaimError::Full)? as usize;
+        if let Err(x) = self.ensure_built(i) {
+            cache.push(i as u32);
+            self.cached.store(cache.len() as u32, Ordering::Relaxed);
+            return Err(ClaimError::Grow(x));
+        }
         let id = (seq << INDEX_BITS) | i as u64;
         self.get(id).core.begin_building_for(id, run, 1);
         if let Some(&next) = cache.last() {
             self.prefetch(next as usize);
         }
-        Some(id)
+        Ok(id)
     }
 
     /// Warm the two lines a reference release and consumption of slot `id` touch (the
@@ -693,7 +709,10 @@ mod tests {
             .claim(&mut cache, 1, 1, Duration::ZERO)
             .expect("the one entry");
         assert!(
-            t.claim(&mut cache, 2, 1, Duration::ZERO).is_none(),
+            matches!(
+                t.claim(&mut cache, 2, 1, Duration::ZERO),
+                Err(ClaimError::Full)
+            ),
             "a full window"
         );
         assert_eq!(t.get(id).core.state(), crate::slot::BUILDING);

@@ -224,8 +224,11 @@ impl Worker {
             Error::new(
                 Status::System,
                 format!(
-                    "mmap of a task window of {} slots failed: {x}",
-                    self.cfg.task_window
+                    "reserving a task window of {} slots ({} MiB of address space) failed: {x}; \
+                     a smaller task_window needs less",
+                    self.cfg.task_window,
+                    (self.cfg.task_window as u64 * std::mem::size_of::<crate::ring::Slot>() as u64)
+                        >> 20
                 ),
             )
         })?;

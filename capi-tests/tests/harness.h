@@ -197,19 +197,25 @@ static inline void h_sleep_us(uint64_t us)
     }
 }
 
+/* Whether the test runs under valgrind (detected through its preload library). */
+static inline int h_under_valgrind(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    return pre != NULL && strstr(pre, "vgpreload") != NULL;
+}
+
 /* Every timeout of the tests is multiplied by this factor: DAGRT_TEST_TIME_SCALE if set,
- * else 20 under valgrind (detected through its preload library), else 1. Timeouts only turn
- * hangs into failures; a slow machine must never make a correct engine fail. */
+ * else 20 under valgrind, else 1. Timeouts only turn hangs into failures; a slow machine
+ * must never make a correct engine fail. */
 static inline uint64_t h_time_scale(void)
 {
     static uint64_t scale;
     if (scale == 0) {
         const char *e = getenv("DAGRT_TEST_TIME_SCALE");
-        const char *pre = getenv("LD_PRELOAD");
         uint64_t v = 1;
         if (e != NULL && atoi(e) > 0)
             v = (uint64_t)atoi(e);
-        else if (pre != NULL && strstr(pre, "vgpreload") != NULL)
+        else if (h_under_valgrind())
             v = 20;
         scale = v;
     }
