@@ -86,6 +86,43 @@ impl Footprint {
             base.checked_add(len)?;
             return Some(Footprint::dense_from(base, len, t.data as u64));
         }
+        let tile = nd == 2 && esize > 1 && t.strides[0] == 1 && shape[0] > 1 && shape[1] > 1;
+        if tile && t.strides[1] > shape[0] {
+            return Footprint::of_tile(t, esize, base);
+        }
+        Footprint::of_strided(t, esize, base)
+    }
+
+    /// A tile of a column-major matrix (unit stride down a column, a leading dimension
+    /// longer than the column), as `of_strided` would make it: the element, `shape[0]`
+    /// elements, `shape[1]` columns, which are rows of `w` bytes `stride` apart.
+    fn of_tile(t: &Tensor, esize: u64, base: u64) -> Option<Footprint> {
+        let w = esize.checked_mul(t.shape[0])?;
+        let stride = t.strides[1].checked_mul(esize)?;
+        let hi = base.checked_add(stride.checked_mul(t.shape[1] - 1)?.checked_add(w)?)?;
+        let mut dims = [(0u64, 0u64); MAX_DIMS];
+        dims[0] = (1, esize);
+        dims[1] = (esize, t.shape[0]);
+        dims[2] = (stride, t.shape[1]);
+        Some(Footprint {
+            origin: t.data as u64,
+            lo: base,
+            hi,
+            dense: false,
+            ndims: 3,
+            dims,
+            rows: Some(Rows {
+                w,
+                stride,
+                count: t.shape[1],
+            }),
+        })
+    }
+
+    /// Any other strided view.
+    fn of_strided(t: &Tensor, esize: u64, base: u64) -> Option<Footprint> {
+        let nd = t.ndim as usize;
+        let shape = &t.shape[..nd];
         let mut dims = [(0u64, 0u64); MAX_DIMS];
         dims[0] = (1, esize);
         let mut n = 1;
@@ -156,7 +193,8 @@ impl Footprint {
     }
 
     /// The view as rows (`find_rows`), as computed when it was made.
-    fn rows(&self) -> Option<Rows> {
+    #[inline]
+    pub fn rows(&self) -> Option<Rows> {
         self.rows
     }
 
@@ -261,10 +299,10 @@ impl Footprint {
 
 /// `count` runs of `w` contiguous bytes, `stride` bytes apart (`w <= stride`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Rows {
-    w: u64,
-    stride: u64,
-    count: u64,
+pub struct Rows {
+    pub w: u64,
+    pub stride: u64,
+    pub count: u64,
 }
 
 /// Two footprints as digit-interval boxes `[start, end)` in one mixed-radix system.
@@ -387,6 +425,47 @@ mod tests {
         assert!(f.dense && (f.lo, f.hi, f.origin) == (4120, 4176, 4096));
         assert_eq!(Footprint::of(&cases[3]), None);
         assert_eq!(Footprint::of(&cases[4]), None);
+    }
+
+    /// The path for column-major tiles gives what the general strided one does, including
+    /// the extents it must refuse.
+    #[test]
+    fn column_major_tiles_take_the_short_path_to_the_same_footprint() {
+        let view = |data: u64, offset: u64, dtype: DataType, rows: u64, cols: u64, ld: u64| {
+            let mut t = Tensor {
+                data: data as *mut _,
+                offset,
+                ndim: 2,
+                dtype: dtype as u32,
+                tag: 0,
+                reserved: 0,
+                shape: [0; 5],
+                strides: [0; 5],
+            };
+            t.shape[..2].copy_from_slice(&[rows, cols]);
+            t.strides[..2].copy_from_slice(&[1, ld]);
+            t
+        };
+        let cases = [
+            view(1 << 20, 0, DataType::F64, 64, 64, 4096),
+            view(1 << 20, 8 * 100, DataType::F32, 3, 2, 4),
+            view(4096, 24, DataType::F64, 2, 5, 3),
+            view(u64::MAX - (1 << 20), 0, DataType::F64, 64, 64, 4096),
+            view(4096, 0, DataType::F64, 2, 2, u64::MAX / 4),
+            view(4096, 0, DataType::F64, 2, u64::MAX / 2, 4),
+        ];
+        for t in &cases {
+            let esize = dtype_size(t.dtype).unwrap();
+            let base = (t.data as u64).checked_add(t.offset).unwrap();
+            assert_eq!(
+                Footprint::of(t),
+                Footprint::of_strided(t, esize, base),
+                "{t:?}"
+            );
+        }
+        let f = Footprint::of(&cases[0]).unwrap();
+        assert!(!f.dense && f.rows.is_some() && f.hi - f.lo == 63 * 4096 * 8 + 64 * 8);
+        assert_eq!(Footprint::of(&cases[3]), None);
     }
 
     #[test]
