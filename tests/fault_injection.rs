@@ -424,8 +424,9 @@ impl Env {
             rust: Some((worker, engine)),
             cw: std::ptr::null_mut(),
             corch: std::ptr::null_mut(),
-            statics: (0..6)
-                .map(|i| vec![0u64; if i < 3 { 64 } else { 16 }])
+            statics: static_buffers()
+                .into_iter()
+                .map(|(_, _, n)| vec![0u64; n])
                 .collect(),
         }
     }
@@ -452,8 +453,9 @@ impl Env {
             rust: None,
             cw: w,
             corch: o,
-            statics: (0..6)
-                .map(|i| vec![0u64; if i < 3 { 64 } else { 16 }])
+            statics: static_buffers()
+                .into_iter()
+                .map(|(_, _, n)| vec![0u64; n])
                 .collect(),
         }
     }
@@ -985,11 +987,7 @@ impl<'a> Builder<'a> {
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                let (name, layout) = if i < 3 {
-                    (format!("M{i}"), Layout::Mat8)
-                } else {
-                    (format!("F{}", i - 3), Layout::Flat)
-                };
+                let (name, layout, _) = static_buffers().swap_remove(i);
                 Buf {
                     name,
                     base: v.as_ptr() as u64,
@@ -1112,6 +1110,7 @@ impl<'a> Builder<'a> {
             let b = &self.bufs[bi];
             let t = match b.layout {
                 Layout::Mat8 => gen_mat_view(&mut self.rng, b.base),
+                Layout::Mat32 => gen_mat32_view(&mut self.rng, b.base),
                 Layout::Flat => gen_flat_view(&mut self.rng, b.base, b.len),
             };
             tensors.push(tagged(t, tag));

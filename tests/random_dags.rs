@@ -232,8 +232,9 @@ impl Env {
         worker.add_sub_lanes(lanes.subs).expect("add_sub_lanes");
         worker.init().expect("init");
         let engine = worker.engine().expect("engine").clone();
-        let statics = (0..6)
-            .map(|i| vec![0u64; if i < 3 { 64 } else { 16 }])
+        let statics = static_buffers()
+            .into_iter()
+            .map(|(_, _, n)| vec![0u64; n])
             .collect();
         Env {
             name,
@@ -507,6 +508,7 @@ impl<'a> Builder<'a> {
             let b = &self.bufs[bi];
             let mut t = match b.layout {
                 Layout::Mat8 => gen_mat_view(&mut self.rng, b.base),
+                Layout::Mat32 => gen_mat32_view(&mut self.rng, b.base),
                 Layout::Flat => gen_flat_view(&mut self.rng, b.base, b.len),
             };
             t.tag = tag as u32;
@@ -865,11 +867,7 @@ fn build(
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            let (name, layout) = if i < 3 {
-                (format!("M{i}"), Layout::Mat8)
-            } else {
-                (format!("F{}", i - 3), Layout::Flat)
-            };
+            let (name, layout, _) = static_buffers().swap_remove(i);
             Buf {
                 name,
                 base: v.as_ptr() as u64,

@@ -225,6 +225,56 @@ pub fn gen_mat_view(rng: &mut Rng, base: u64) -> Tensor {
     }
 }
 
+/// Elements of a `Layout::Mat32` buffer.
+pub const MAT32_ELEMS: usize = 32 * 32;
+
+/// The static buffers of a random run: three 8x8 matrices, three flat buffers, two 32x32
+/// matrices (name, layout, u64 elements).
+pub fn static_buffers() -> Vec<(String, Layout, usize)> {
+    (0..8)
+        .map(|i| match i {
+            0..=2 => (format!("M{i}"), Layout::Mat8, 64),
+            3..=5 => (format!("F{}", i - 3), Layout::Flat, 16),
+            _ => (format!("B{}", i - 6), Layout::Mat32, MAT32_ELEMS),
+        })
+        .collect()
+}
+
+/// A view of a 32x32 column-major u64 matrix: mostly tiles of one tiling (4, 8 or 16), as a
+/// tiled algorithm makes them; rectangles anywhere, including ones whose columns run on into
+/// the next column; column blocks; rows; and blocks of every other column (another stride).
+pub fn gen_mat32_view(rng: &mut Rng, base: u64) -> Tensor {
+    const N: u64 = 32;
+    let u = DataType::U64;
+    let at = |r: u64, c: u64| (r + N * c) * 8;
+    match rng.below(8) {
+        0..=3 => {
+            let b = [4, 8, 16][rng.below(3) as usize];
+            let (i, j) = (rng.below(N / b), rng.below(N / b));
+            tensor(base, at(i * b, j * b), u, &[b, b], &[1, N])
+        }
+        4 => {
+            let (h, w) = (rng.range(1, N), rng.range(1, N));
+            let start = rng.below(N * N - ((w - 1) * N + h) + 1);
+            tensor(base, start * 8, u, &[h, w], &[1, N])
+        }
+        5 => {
+            let c0 = rng.below(N);
+            let k = rng.range(1, N - c0);
+            tensor(base, at(0, c0), u, &[N, k], &[1, N])
+        }
+        6 => {
+            let (r, c0) = (rng.below(N), rng.below(N / 2));
+            tensor(base, at(r, c0), u, &[N - c0], &[N])
+        }
+        _ => {
+            let (h, w) = (rng.range(1, N), rng.range(1, N / 2));
+            let (r0, c0) = (rng.below(N + 1 - h), rng.below(N + 2 - 2 * w));
+            tensor(base, at(r0, c0), u, &[h, w], &[1, 2 * N])
+        }
+    }
+}
+
 pub fn gen_flat_view(rng: &mut Rng, base: u64, len: u64) -> Tensor {
     let n8 = len / 8;
     match rng.below(6) {
@@ -255,6 +305,9 @@ pub fn tag_name(t: u32) -> &'static str {
 pub enum Layout {
     /// 8x8 column-major u64, leading dimension 8.
     Mat8,
+    /// 32x32 column-major u64, leading dimension 32: its tiles span enough granules to be
+    /// indexed by the TensorMap's grids (and, when they fit none, its ordered index).
+    Mat32,
     /// A flat byte range.
     Flat,
 }
