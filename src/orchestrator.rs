@@ -347,6 +347,11 @@ impl Orchestrator {
         // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
         let mut cursor = slab;
         let mut flat = 0;
+        // One allocation, not one per doubling, when a fresh slot's inline room is too small.
+        let n = self.footprints.len();
+        if n > d.tensors.inline_size() && n > d.tensors.capacity() {
+            d.tensors.reserve_exact(n);
+        }
         for m in members {
             let tensor_start = d.tensors.len() as u32;
             let scalar_start = d.scalars.len() as u32;
@@ -418,6 +423,10 @@ impl Orchestrator {
         dedup_producers(&mut self.producers);
 
         // Step 5: wire onto producers under their locks; count the live ones.
+        let n = self.producers.len();
+        if n > d.producers.inline_size() && n > d.producers.capacity() {
+            d.producers.reserve_exact(n);
+        }
         let mut live = 0;
         let mut poisoned: Option<Arc<str>> = None;
         let mut fan_out = None;
