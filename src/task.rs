@@ -108,6 +108,34 @@ pub struct Tensor {
     pub strides: [u64; MAX_TENSOR_DIMS],
 }
 
+impl Tensor {
+    /// A view of `shape` with element `strides` (strides not given are 0; all 0: dense,
+    /// row-major) at `data + offset` bytes, tagged `tag`: `dagrt_tensor_init_strided` for
+    /// Rust callers. Panics with more than `MAX_TENSOR_DIMS` dimensions or strides.
+    pub fn strided(
+        data: *mut c_void,
+        offset: u64,
+        dtype: DataType,
+        shape: &[u64],
+        strides: &[u64],
+        tag: u32,
+    ) -> Tensor {
+        let mut t = Tensor {
+            data,
+            offset,
+            ndim: shape.len() as u32,
+            dtype: dtype as u32,
+            tag,
+            reserved: 0,
+            shape: [0; MAX_TENSOR_DIMS],
+            strides: [0; MAX_TENSOR_DIMS],
+        };
+        t.shape[..shape.len()].copy_from_slice(shape);
+        t.strides[..strides.len()].copy_from_slice(strides);
+        t
+    }
+}
+
 /// A task handle: the `{run_id, slot}` pair a submit returns. Valid only while the run that
 /// returned it is being built; it names an explicit dependency in a later submit.
 #[repr(C)]

@@ -297,6 +297,25 @@ impl Footprint {
     }
 }
 
+/// The footprint of the view of `shape` and element `strides` at `base + offset` (tests).
+#[cfg(test)]
+pub(crate) fn test_footprint(
+    base: u64,
+    offset: u64,
+    dtype: crate::task::DataType,
+    shape: &[u64],
+    strides: &[u64],
+) -> Option<Footprint> {
+    Footprint::of(&Tensor::strided(
+        base as *mut _,
+        offset,
+        dtype,
+        shape,
+        strides,
+        0,
+    ))
+}
+
 /// `count` runs of `w` contiguous bytes, `stride` bytes apart (`w <= stride`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rows {
@@ -509,19 +528,7 @@ mod tests {
     }
 
     fn view(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &[u64]) -> Footprint {
-        let mut t = Tensor {
-            data: base as *mut _,
-            offset,
-            ndim: shape.len() as u32,
-            dtype: dtype as u32,
-            tag: 0,
-            reserved: 0,
-            shape: [0; 5],
-            strides: [0; 5],
-        };
-        t.shape[..shape.len()].copy_from_slice(shape);
-        t.strides[..strides.len()].copy_from_slice(strides);
-        Footprint::of(&t).unwrap()
+        test_footprint(base, offset, dtype, shape, strides).unwrap()
     }
 
     #[test]

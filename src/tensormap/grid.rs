@@ -197,23 +197,12 @@ impl RowsClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{DataType, Tensor};
+    use crate::task::DataType;
+    use crate::view::test_footprint;
 
     /// An f64 view of `shape` with element `strides` at `base + offset` bytes.
     fn view(base: u64, offset: u64, shape: &[u64], strides: &[u64]) -> Footprint {
-        let mut t = Tensor {
-            data: base as *mut _,
-            offset,
-            ndim: shape.len() as u32,
-            dtype: DataType::F64 as u32,
-            tag: 0,
-            reserved: 0,
-            shape: [0; 5],
-            strides: [0; 5],
-        };
-        t.shape[..shape.len()].copy_from_slice(shape);
-        t.strides[..strides.len()].copy_from_slice(strides);
-        Footprint::of(&t).expect("a view")
+        test_footprint(base, offset, DataType::F64, shape, strides).expect("a view")
     }
 
     /// Tile (i, j) of a column-major n x n f64 matrix at `base`, b x b.

@@ -688,21 +688,9 @@ mod tests {
     /// granule index, with 64 in a grid.
     #[test]
     fn only_the_same_view_takes_an_entry_over() {
-        use crate::task::{DataType, Tensor};
+        use crate::task::DataType;
         let view = |base: u64, shape: [u64; 2], strides: [u64; 2]| {
-            let mut t = Tensor {
-                data: base as *mut _,
-                offset: 0,
-                ndim: 2,
-                dtype: DataType::U64 as u32,
-                tag: 0,
-                reserved: 0,
-                shape: [0; 5],
-                strides: [0; 5],
-            };
-            t.shape[..2].copy_from_slice(&shape);
-            t.strides[..2].copy_from_slice(&strides);
-            Footprint::of(&t).unwrap()
+            crate::view::test_footprint(base, 0, DataType::U64, &shape, &strides).unwrap()
         };
         for ld in [32, 64] {
             let base = 1 << 20;

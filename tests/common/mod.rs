@@ -91,19 +91,7 @@ pub fn lanes_a() -> Lanes {
 }
 
 pub fn tensor(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &[u64]) -> Tensor {
-    let mut t = Tensor {
-        data: base as *mut c_void,
-        offset,
-        ndim: shape.len() as u32,
-        dtype: dtype as u32,
-        tag: 0,
-        reserved: 0,
-        shape: [0; MAX_TENSOR_DIMS],
-        strides: [0; MAX_TENSOR_DIMS],
-    };
-    t.shape[..shape.len()].copy_from_slice(shape);
-    t.strides[..strides.len()].copy_from_slice(strides);
-    t
+    Tensor::strided(base as *mut c_void, offset, dtype, shape, strides, 0)
 }
 
 /// A started worker with `subs` SUB lanes, and `exec` registered as task callable `name`.
