@@ -715,6 +715,48 @@ mod tests {
         }
     }
 
+    /// A row set spanning more cells than its stride's grid takes (a 32x32 block beside 4x4
+    /// tiles) gets a grid of its own; once every grid is taken, row sets of yet another
+    /// stride go to the ordered index. Lookups find each writer where it is.
+    #[test]
+    fn row_sets_fitting_no_grid_get_their_own_or_the_ordered_index() {
+        use crate::task::DataType;
+        let at = |base: u64, ld: u64, r: u64, c: u64, h: u64, w: u64| {
+            crate::view::test_footprint(base, (r + c * ld) * 8, DataType::U64, &[h, w], &[1, ld])
+                .unwrap()
+        };
+        let owners = |m: &mut Inner, fp: &Footprint| {
+            let mut v = Vec::new();
+            m.lookup(1, fp, |s| v.push(s));
+            v.sort_unstable();
+            v
+        };
+        let mut m = Inner::default();
+        let (base, ld) = (1u64 << 20, 128u64);
+        m.insert(1, &at(base, ld, 0, 0, 4, 4), 11);
+        m.insert(1, &at(base, ld, 32, 4, 32, 32), 22);
+        assert_eq!(
+            m.runs[0].1.classes.len(),
+            2,
+            "the block in a grid of its own"
+        );
+        assert_eq!(owners(&mut m, &at(base, ld, 36, 8, 4, 4)), vec![22]);
+        assert_eq!(owners(&mut m, &at(base, ld, 0, 0, 4, 4)), vec![11]);
+        assert_eq!(owners(&mut m, &at(base, ld, 0, 0, 64, 36)), vec![11, 22]);
+        // Six more strides take the other grids; a seventh goes to the ordered index.
+        for k in 0..7u64 {
+            let b = (2 + k) << 20;
+            m.insert(1, &at(b, ld + 8 * (k + 1), 0, 0, 4, 4), 100 + k);
+        }
+        let run = &m.runs[0].1;
+        assert_eq!((run.classes.len(), run.big.len()), (MAX_CLASSES, 1));
+        let last = at(8 << 20, ld + 56, 0, 0, 4, 4);
+        assert_eq!(owners(&mut m, &last), vec![106]);
+        m.insert(1, &last, 33);
+        assert_eq!(owners(&mut m, &last), vec![33]);
+        assert_eq!(m.len(), 9);
+    }
+
     #[test]
     fn a_partial_rewrite_still_splits() {
         let mut m = Inner::default();
