@@ -159,6 +159,16 @@ impl RowsClass {
     /// returns whether any may be repeated.
     pub(super) fn candidates(&self, fp: &Footprint, out: &mut Vec<u32>) -> bool {
         let rect = fp.rows().and_then(|r| self.rect(fp.lo, r));
+        if let Some(x) = rect {
+            // A tile of the grid's own tiling: one cell, one probe.
+            let (q, c) = (x.q0 >> self.cq, x.c0 >> self.cr);
+            if (x.q1 - 1) >> self.cq == q && (x.c1 - 1) >> self.cr == c {
+                if let Some(v) = self.cells.get(&(q, c)) {
+                    out.extend_from_slice(v);
+                }
+                return false;
+            }
+        }
         if let Some(cells) = rect.and_then(|x| self.cells_of(x)) {
             let mut n = 0;
             for cell in cells {
