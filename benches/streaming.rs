@@ -7,10 +7,11 @@
 //! Peak memory must stay flat: the slot table, the TensorMap and the heap rings are bounded
 //! by the window, not by the number of tasks streamed.
 
-use dagrt::callable::{register, CallableKind};
+mod common;
+
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
-use dagrt::worker::{Worker, WorkerConfig};
+use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 use std::time::Instant;
 
@@ -36,37 +37,20 @@ fn main() {
     let mut tasks: u64 = 10_000_000;
     let mut window: u32 = 1024;
     let mut batch: u64 = 256;
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let mut i = 0;
-    while i < args.len() {
-        let v = args.get(i + 1).and_then(|v| v.parse::<u64>().ok());
-        match (args[i].as_str(), v) {
+    for (flag, v) in common::flag_pairs() {
+        match (flag.as_str(), v.parse::<u64>().ok()) {
             ("--tasks", Some(v)) => tasks = v,
             ("--window", Some(v)) => window = v as u32,
             ("--batch", Some(v)) => batch = v.max(1),
             (a, _) => panic!("unknown or incomplete argument {a}"),
         }
-        i += 2;
     }
     let cfg = WorkerConfig {
         task_window: window,
         heap_ring_size: 1 << 24,
         timeout_ms: 60_000,
     };
-    let mut w = Worker::new(cfg).expect("worker");
-    w.add_sub_lanes(2).expect("lanes");
-    w.init().expect("init");
-    let c = register(
-        "streaming.touch",
-        0,
-        CallableKind::Task as u32,
-        touch,
-        std::ptr::null_mut(),
-    )
-    .unwrap();
+    let (w, c) = common::sub_worker(cfg, 2, "streaming.touch", touch);
     // 64 buffers reused round-robin: OUTPUT on each, so consecutive writers of one buffer
     // replace each other in the TensorMap.
     let mut bufs = vec![[0u8; 64]; 64];

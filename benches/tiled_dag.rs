@@ -10,10 +10,12 @@
 //! orchestrator's share); `ns_per_task`: first submit to the run's completion. Medians, and
 //! min / max, over the reps (after one warm-up run).
 
-use dagrt::callable::{register, Callable, CallableKind};
+mod common;
+
+use dagrt::callable::Callable;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
-use dagrt::worker::{Worker, WorkerConfig};
+use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 use std::time::Instant;
 
@@ -80,14 +82,8 @@ fn main() {
     let mut sizes: Vec<u64> = vec![16, 32, 64];
     let mut reps = 5;
     let mut lanes = 2;
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let mut i = 0;
-    while i < args.len() {
-        let v = args.get(i + 1).cloned().unwrap_or_default();
-        match args[i].as_str() {
+    for (flag, v) in common::flag_pairs() {
+        match flag.as_str() {
             "--n" => n = v.parse().expect("--n N"),
             "--b" => {
                 sizes = v
@@ -99,24 +95,13 @@ fn main() {
             "--lanes" => lanes = v.parse().expect("--lanes L"),
             a => panic!("unknown argument {a}"),
         }
-        i += 2;
     }
-    let mut w = Worker::new(WorkerConfig {
+    let cfg = WorkerConfig {
         task_window: 1 << 20,
         heap_ring_size: 1 << 20,
         timeout_ms: 60_000,
-    })
-    .expect("worker");
-    w.add_sub_lanes(lanes).expect("lanes");
-    w.init().expect("init");
-    let c = register(
-        "tiled_dag.empty",
-        0,
-        CallableKind::Task as u32,
-        empty,
-        std::ptr::null_mut(),
-    )
-    .expect("register");
+    };
+    let (w, c) = common::sub_worker(cfg, lanes, "tiled_dag.empty", empty);
     // The tasks never touch it: untouched pages of a zeroed allocation cost nothing.
     let mut matrix = vec![0f64; (n * n) as usize];
     for &b in &sizes {
