@@ -94,10 +94,19 @@ impl RowsClass {
         })
     }
 
+    /// The cells `x` covers: rows of cells `qa..=qb`, columns `ca..=cb`.
+    fn cell_range(&self, x: Rect) -> (u64, u64, u64, u64) {
+        (
+            x.q0 >> self.cq,
+            (x.q1 - 1) >> self.cq,
+            x.c0 >> self.cr,
+            (x.c1 - 1) >> self.cr,
+        )
+    }
+
     /// The cells `x` covers, when they are at most `max`.
     fn cells_within(&self, x: Rect, max: u64) -> Option<impl Iterator<Item = (u64, u64)>> {
-        let (qa, qb) = (x.q0 >> self.cq, (x.q1 - 1) >> self.cq);
-        let (ca, cb) = (x.c0 >> self.cr, (x.c1 - 1) >> self.cr);
+        let (qa, qb, ca, cb) = self.cell_range(x);
         ((qb - qa + 1).saturating_mul(cb - ca + 1) <= max)
             .then(|| (qa..=qb).flat_map(move |q| (ca..=cb).map(move |c| (q, c))))
     }
@@ -130,18 +139,25 @@ impl RowsClass {
         self.rect(lo, r).is_some_and(|x| self.cells_of(x).is_some())
     }
 
+    /// The rectangle of entry `fp`, a row set this class holds (`fits` said yes).
+    fn entry_rect(&self, fp: &Footprint) -> Rect {
+        fp.rows()
+            .and_then(|r| self.rect(fp.lo, r))
+            .expect("a row set of this class")
+    }
+
     /// Add entry `idx` (`fits` said yes).
-    pub(super) fn add(&mut self, idx: u32, fp: &Footprint, r: Rows) {
-        let x = self.rect(fp.lo, r).expect("fits");
+    pub(super) fn add(&mut self, idx: u32, fp: &Footprint) {
+        let x = self.entry_rect(fp);
         for cell in self.cells_of(x).expect("fits") {
             self.cells.entry(cell).or_default().push(idx);
         }
         self.live += 1;
     }
 
-    /// Remove entry `idx`, added as `fp` (row set `r`).
-    pub(super) fn remove(&mut self, idx: u32, fp: &Footprint, r: Rows) {
-        let x = self.rect(fp.lo, r).expect("added");
+    /// Remove entry `idx`, added as `fp`.
+    pub(super) fn remove(&mut self, idx: u32, fp: &Footprint) {
+        let x = self.entry_rect(fp);
         for cell in self.cells_of(x).expect("added") {
             if let Some(v) = self.cells.get_mut(&cell) {
                 if let Some(k) = v.iter().position(|&i| i == idx) {
@@ -161,9 +177,9 @@ impl RowsClass {
         let rect = fp.rows().and_then(|r| self.rect(fp.lo, r));
         if let Some(x) = rect {
             // A tile of the grid's own tiling: one cell, one probe.
-            let (q, c) = (x.q0 >> self.cq, x.c0 >> self.cr);
-            if (x.q1 - 1) >> self.cq == q && (x.c1 - 1) >> self.cr == c {
-                if let Some(v) = self.cells.get(&(q, c)) {
+            let (qa, qb, ca, cb) = self.cell_range(x);
+            if qa == qb && ca == cb {
+                if let Some(v) = self.cells.get(&(qa, ca)) {
                     out.extend_from_slice(v);
                 }
                 return false;
@@ -191,8 +207,7 @@ impl RowsClass {
                 }
             }
             None => {
-                let (qa, qb) = (x.q0 >> self.cq, (x.q1 - 1) >> self.cq);
-                let (ca, cb) = (x.c0 >> self.cr, (x.c1 - 1) >> self.cr);
+                let (qa, qb, ca, cb) = self.cell_range(x);
                 for (&(q, c), v) in &self.cells {
                     if (qa..=qb).contains(&q) && (ca..=cb).contains(&c) {
                         out.extend_from_slice(v);
@@ -235,7 +250,7 @@ mod tests {
                 let r = fp.rows().unwrap();
                 assert!(c.fits(fp.lo, r), "tile ({i}, {j})");
                 let idx = all.len() as u32;
-                c.add(idx, &fp, r);
+                c.add(idx, &fp);
                 all.push(fp);
             }
         }
@@ -264,7 +279,7 @@ mod tests {
             .count();
         assert_eq!(hits, (n / b) as usize);
         for (k, fp) in all.iter().enumerate() {
-            c.remove(k as u32, fp, fp.rows().unwrap());
+            c.remove(k as u32, fp);
         }
         assert_eq!(c.live, 0);
         assert!(c.cells.is_empty());

@@ -281,6 +281,8 @@ impl RunMap {
         let g = self.one_granule(fp)?;
         scratch.clear();
         scratch.extend(self.granule_overlaps(g, fp));
+        // (`is_same_unordered`'s question, narrowed to what a dense one-granule footprint
+        // can meet: a call there cost a chain's submit some 40 instructions.)
         let same_bytes = |e: &MapEntry| e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi);
         let take_over = match scratch[..] {
             [] => None,
@@ -387,7 +389,7 @@ impl RunMap {
     fn add_big(&mut self, idx: u32, fp: &Footprint, seq: u64) {
         if let Some(r) = fp.rows() {
             if let Some(c) = self.class_for(fp.lo, r) {
-                self.classes[c].add(idx, fp, r);
+                self.classes[c].add(idx, fp);
                 self.entries[idx as usize].class = c as u8;
                 return;
             }
@@ -423,9 +425,7 @@ impl RunMap {
         let e = self.entries[idx as usize];
         let (g0, g1) = granules(e.lo, e.hi);
         if e.class != NO_CLASS {
-            let fp = self.strided[e.shape as usize];
-            let r = fp.rows().expect("a gridded entry is a row set");
-            self.classes[e.class as usize].remove(idx, &fp, r);
+            self.classes[e.class as usize].remove(idx, &self.strided[e.shape as usize]);
         } else if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
                 self.unlink(g, idx);
