@@ -347,11 +347,7 @@ impl Orchestrator {
         // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
         let mut cursor = slab;
         let mut flat = 0;
-        // One allocation, not one per doubling, when a fresh slot's inline room is too small.
-        let n = self.footprints.len();
-        if n > d.tensors.inline_size() && n > d.tensors.capacity() {
-            d.tensors.reserve_exact(n);
-        }
+        room_for(&mut d.tensors, self.footprints.len());
         for m in members {
             let tensor_start = d.tensors.len() as u32;
             let scalar_start = d.scalars.len() as u32;
@@ -423,10 +419,7 @@ impl Orchestrator {
         dedup_producers(&mut self.producers);
 
         // Step 5: wire onto producers under their locks; count the live ones.
-        let n = self.producers.len();
-        if n > d.producers.inline_size() && n > d.producers.capacity() {
-            d.producers.reserve_exact(n);
-        }
+        room_for(&mut d.producers, self.producers.len());
         let mut live = 0;
         let mut poisoned: Option<Arc<str>> = None;
         let mut fan_out = None;
@@ -850,6 +843,16 @@ fn release_scope_ref(e: &Engine, sid: SlotId, ahead: Option<SlotId>, reclaim: &m
     }
     if reclaim.len() >= 32 {
         consume_all(e, reclaim);
+    }
+}
+
+/// Room for `n` items in a slot's just-cleared vector: one allocation, not one per doubling,
+/// when a fresh slot's inline room is too small (a reused slot's, or the inline room, is
+/// checked against a constant first).
+#[inline]
+fn room_for<A: smallvec::Array>(v: &mut smallvec::SmallVec<A>, n: usize) {
+    if n > v.inline_size() && n > v.capacity() {
+        v.reserve_exact(n);
     }
 }
 
