@@ -236,7 +236,7 @@ impl SlotTable {
     pub fn new(window: u32) -> std::io::Result<SlotTable> {
         let window = window.clamp(1, 1 << INDEX_BITS);
         let chunk = (window as usize).next_power_of_two().min(CHUNK);
-        let len = window as usize * std::mem::size_of::<Slot>();
+        let len = SlotTable::bytes_for(window);
         // SAFETY: anonymous mapping, no fd, kernel chooses the (page-aligned, so Slot-aligned)
         // address.
         let map = unsafe {
@@ -269,6 +269,11 @@ impl SlotTable {
         // its pages (about 2.6 MB) on the submitting thread, with lanes already waiting.
         t.ensure_built(0)?;
         Ok(t)
+    }
+
+    /// The address space a table of `window` slots reserves.
+    pub fn bytes_for(window: u32) -> usize {
+        window as usize * std::mem::size_of::<Slot>()
     }
 
     /// Build the entries up to the chunk of index `i`, in order, if they are not yet; fails
@@ -470,10 +475,7 @@ impl Drop for SlotTable {
                 self.base.as_ptr(),
                 built,
             ));
-            libc::munmap(
-                self.base.as_ptr().cast(),
-                self.window as usize * std::mem::size_of::<Slot>(),
-            );
+            libc::munmap(self.base.as_ptr().cast(), SlotTable::bytes_for(self.window));
         }
     }
 }

@@ -227,8 +227,7 @@ impl Worker {
                     "reserving a task window of {} slots ({} MiB of address space) failed: {x}; \
                      a smaller task_window needs less",
                     self.cfg.task_window,
-                    (self.cfg.task_window as u64 * std::mem::size_of::<crate::ring::Slot>() as u64)
-                        >> 20
+                    SlotTable::bytes_for(self.cfg.task_window) >> 20
                 ),
             )
         })?;
