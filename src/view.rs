@@ -397,36 +397,21 @@ mod tests {
     use crate::task::DataType;
 
     fn tile(base: u64, ld: u64, r0: u64, c0: u64, rows: u64, cols: u64) -> Footprint {
-        let mut t = Tensor {
-            data: base as *mut _,
-            offset: (r0 + c0 * ld) * 8,
-            ndim: 2,
-            dtype: DataType::F64 as u32,
-            tag: 0,
-            reserved: 0,
-            shape: [0; 5],
-            strides: [0; 5],
-        };
-        t.shape[0] = rows;
-        t.shape[1] = cols;
-        t.strides[0] = 1;
-        t.strides[1] = ld;
-        Footprint::of(&t).unwrap()
+        view(
+            base,
+            (r0 + c0 * ld) * 8,
+            DataType::F64,
+            &[rows, cols],
+            &[1, ld],
+        )
     }
 
     /// The inlined path for whole one-dimensional buffers gives what the general one does,
     /// including the views it must refuse (no extent, an extent past the address space).
     #[test]
     fn one_dimensional_buffers_take_the_short_path_to_the_same_footprint() {
-        let one_d = |data: u64, offset: u64, dtype: DataType, n: u64| Tensor {
-            data: data as *mut _,
-            offset,
-            ndim: 1,
-            dtype: dtype as u32,
-            tag: 0,
-            reserved: 0,
-            shape: [n, 0, 0, 0, 0],
-            strides: [0; 5],
+        let one_d = |data: u64, offset: u64, dtype: DataType, n: u64| {
+            Tensor::strided(data as *mut _, offset, dtype, &[n], &[], 0)
         };
         let cases = [
             one_d(4096, 0, DataType::U8, 64),
@@ -451,19 +436,7 @@ mod tests {
     #[test]
     fn column_major_tiles_take_the_short_path_to_the_same_footprint() {
         let view = |data: u64, offset: u64, dtype: DataType, rows: u64, cols: u64, ld: u64| {
-            let mut t = Tensor {
-                data: data as *mut _,
-                offset,
-                ndim: 2,
-                dtype: dtype as u32,
-                tag: 0,
-                reserved: 0,
-                shape: [0; 5],
-                strides: [0; 5],
-            };
-            t.shape[..2].copy_from_slice(&[rows, cols]);
-            t.strides[..2].copy_from_slice(&[1, ld]);
-            t
+            Tensor::strided(data as *mut _, offset, dtype, &[rows, cols], &[1, ld], 0)
         };
         let cases = [
             view(1 << 20, 0, DataType::F64, 64, 64, 4096),
