@@ -424,10 +424,7 @@ impl Env {
             rust: Some((worker, engine)),
             cw: std::ptr::null_mut(),
             corch: std::ptr::null_mut(),
-            statics: static_buffers()
-                .into_iter()
-                .map(|(_, _, n)| vec![0u64; n])
-                .collect(),
+            statics: static_storage(),
         }
     }
 
@@ -453,10 +450,7 @@ impl Env {
             rust: None,
             cw: w,
             corch: o,
-            statics: static_buffers()
-                .into_iter()
-                .map(|(_, _, n)| vec![0u64; n])
-                .collect(),
+            statics: static_storage(),
         }
     }
 
@@ -982,23 +976,7 @@ impl<'a> Builder<'a> {
         rng: Rng,
         totals: &'a mut Totals,
     ) -> Builder<'a> {
-        let bufs = env
-            .statics
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let (name, layout, _) = static_buffers().swap_remove(i);
-                Buf {
-                    name,
-                    base: v.as_ptr() as u64,
-                    len: v.len() as u64 * 8,
-                    layout,
-                    level: 0,
-                    alive: true,
-                    last: vec![0; v.len() * 8],
-                }
-            })
-            .collect();
+        let bufs = static_bufs(&env.statics);
         Builder {
             rng,
             env,
@@ -1108,11 +1086,7 @@ impl<'a> Builder<'a> {
             };
             let bi = alive[self.rng.below(alive.len() as u64) as usize];
             let b = &self.bufs[bi];
-            let t = match b.layout {
-                Layout::Mat8 => gen_mat_view(&mut self.rng, b.base),
-                Layout::Mat32 => gen_mat32_view(&mut self.rng, b.base),
-                Layout::Flat => gen_flat_view(&mut self.rng, b.base, b.len),
-            };
+            let t = gen_view(&mut self.rng, b);
             tensors.push(tagged(t, tag));
             bufs.push(bi);
         }

@@ -232,10 +232,7 @@ impl Env {
         worker.add_sub_lanes(lanes.subs).expect("add_sub_lanes");
         worker.init().expect("init");
         let engine = worker.engine().expect("engine").clone();
-        let statics = static_buffers()
-            .into_iter()
-            .map(|(_, _, n)| vec![0u64; n])
-            .collect();
+        let statics = static_storage();
         Env {
             name,
             worker,
@@ -506,11 +503,7 @@ impl<'a> Builder<'a> {
             };
             let bi = alive[self.rng.below(alive.len() as u64) as usize];
             let b = &self.bufs[bi];
-            let mut t = match b.layout {
-                Layout::Mat8 => gen_mat_view(&mut self.rng, b.base),
-                Layout::Mat32 => gen_mat32_view(&mut self.rng, b.base),
-                Layout::Flat => gen_flat_view(&mut self.rng, b.base, b.len),
-            };
+            let mut t = gen_view(&mut self.rng, b);
             t.tag = tag as u32;
             tensors.push(t);
             bufs.push(bi);
@@ -862,23 +855,7 @@ fn build(
         Ok(r) => r,
         Err(e) => return Err(Box::new((format!("begin_run: {e}"), None))),
     };
-    let statics: Vec<Buf> = env
-        .statics
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let (name, layout, _) = static_buffers().swap_remove(i);
-            Buf {
-                name,
-                base: v.as_ptr() as u64,
-                len: v.len() as u64 * 8,
-                layout,
-                level: 0,
-                alive: true,
-                last: vec![0; v.len() * 8],
-            }
-        })
-        .collect();
+    let statics: Vec<Buf> = static_bufs(&env.statics);
     let mut b = Builder {
         rng,
         env,

@@ -228,6 +228,40 @@ pub fn static_buffers() -> Vec<(String, Layout, usize)> {
         .collect()
 }
 
+/// Zeroed storage for `static_buffers()`, one vector each (a test environment keeps it).
+pub fn static_storage() -> Vec<Vec<u64>> {
+    static_buffers()
+        .into_iter()
+        .map(|(_, _, n)| vec![0u64; n])
+        .collect()
+}
+
+/// The model's records of `static_storage()`'s buffers at the start of a run.
+pub fn static_bufs(storage: &[Vec<u64>]) -> Vec<Buf> {
+    storage
+        .iter()
+        .zip(static_buffers())
+        .map(|(v, (name, layout, _))| Buf {
+            name,
+            base: v.as_ptr() as u64,
+            len: v.len() as u64 * 8,
+            layout,
+            level: 0,
+            alive: true,
+            last: vec![0; v.len() * 8],
+        })
+        .collect()
+}
+
+/// A random view of buffer `b`, by its layout.
+pub fn gen_view(rng: &mut Rng, b: &Buf) -> Tensor {
+    match b.layout {
+        Layout::Mat8 => gen_mat_view(rng, b.base),
+        Layout::Mat32 => gen_mat32_view(rng, b.base),
+        Layout::Flat => gen_flat_view(rng, b.base, b.len),
+    }
+}
+
 /// A view of a 32x32 column-major u64 matrix: mostly tiles of one tiling (4, 8 or 16), as a
 /// tiled algorithm makes them; rectangles anywhere, including ones whose columns run on into
 /// the next column; column blocks; rows; and blocks of every other column (another stride).
