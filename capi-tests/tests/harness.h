@@ -819,21 +819,28 @@ static inline void h_check_quiescent_at(const char *file, int line, const dagrt_
 }
 #define CHECK_QUIESCENT(w) h_check_quiescent_at(__FILE__, __LINE__, (w))
 
-/* Threads of this process (from /proc/self/status), or -1. */
-static inline int h_thread_count(void)
+/* The number after `field` ("Threads:", "VmSize:" in kB...) in /proc/self/status, or -1. */
+static inline long long h_status_field(const char *field)
 {
     char line[256];
-    int n = -1;
+    long long v = -1;
+    size_t n = strlen(field);
     FILE *f = fopen("/proc/self/status", "r");
     if (f == NULL)
         return -1;
     while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "Threads:", 8) == 0) {
-            n = atoi(line + 8);
+        if (strncmp(line, field, n) == 0) {
+            v = strtoll(line + n, NULL, 10);
             break;
         }
     fclose(f);
-    return n;
+    return v;
+}
+
+/* Threads of this process, or -1. */
+static inline int h_thread_count(void)
+{
+    return (int)h_status_field("Threads:");
 }
 
 /* ------------------------------------------------------------------------------------- */

@@ -22,19 +22,8 @@
 /* A field of /proc/self/status in kB ("VmSize:", "VmData:"), or 0. */
 static uint64_t status_kb(const char *field)
 {
-    char line[256];
-    uint64_t v = 0;
-    size_t n = strlen(field);
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL)
-        return 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, field, n) == 0) {
-            v = strtoull(line + n, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
+    long long v = h_status_field(field);
+    return v > 0 ? (uint64_t)v : 0;
 }
 
 static int set_soft_limit(int resource, rlim_t soft)
