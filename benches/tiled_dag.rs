@@ -72,9 +72,10 @@ impl Dag {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// Median, min and max of `v` (not empty).
+fn spread(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
 fn main() {
@@ -132,22 +133,14 @@ fn main() {
                 total.push(done.as_nanos() as f64 / tasks as f64);
             }
         }
-        let (smin, smax) = (
-            submit.iter().cloned().fold(f64::MAX, f64::min),
-            submit.iter().cloned().fold(0.0, f64::max),
-        );
-        let (tmin, tmax) = (
-            total.iter().cloned().fold(f64::MAX, f64::min),
-            total.iter().cloned().fold(0.0, f64::max),
-        );
+        let (smed, smin, smax) = spread(&mut submit);
+        let (tmed, tmin, tmax) = spread(&mut total);
         println!(
             "{{\"bench\":\"tiled_dag\",\"n\":{n},\"b\":{b},\"tiles_per_side\":{},\"tasks\":{tasks},\
-             \"lanes\":{lanes},\"reps\":{reps},\"submit_ns_per_task_median\":{:.1},\
+             \"lanes\":{lanes},\"reps\":{reps},\"submit_ns_per_task_median\":{smed:.1},\
              \"submit_ns_per_task_min\":{smin:.1},\"submit_ns_per_task_max\":{smax:.1},\
-             \"ns_per_task_median\":{:.1},\"ns_per_task_min\":{tmin:.1},\"ns_per_task_max\":{tmax:.1}}}",
+             \"ns_per_task_median\":{tmed:.1},\"ns_per_task_min\":{tmin:.1},\"ns_per_task_max\":{tmax:.1}}}",
             n / b,
-            median(&mut submit),
-            median(&mut total),
         );
     }
 }
