@@ -10,7 +10,7 @@
 //!
 //! Under `--cfg loom`, `SlotCore` is built on loom's `Mutex` and `AtomicU8` (`src/sync.rs`),
 //! so every interleaving of its lock sections and atomic operations is explored. Each model
-//! drives `SlotCore` the way the orchestrator (`src/orchestrator.rs`, submit steps 5-6) and
+//! drives `SlotCore` the way the orchestrator (`src/orchestrator/submit.rs`, submit steps 5-6) and
 //! the scheduler (`src/scheduler/completion.rs`, `src/scheduler/mod.rs`) do, with one loom
 //! thread per real thread, and checks the protocol's invariants after joining.
 #![cfg(loom)]
