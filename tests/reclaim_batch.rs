@@ -10,8 +10,9 @@ use serde_json::Value;
 use std::ffi::c_void;
 
 mod common;
-use common::gated::{in_run, rec, submit, submit_after, wait_run, Gate};
+use common::gated::{in_run, rec, submit, submit_after, wait_run, Gate, Rec};
 use common::{sub_worker, tensor};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Busy for a few microseconds, then mark the task's buffer: long enough that two lanes
@@ -153,5 +154,56 @@ fn a_held_slot_is_reclaimed_while_the_job_placed_with_it_runs() {
             std::thread::yield_now();
         }
         drop(gate_b);
+    });
+}
+
+/// A hold must not outlast a long backlog: A's completion lands in a pass that places work from
+/// a backlog of 40000 queued jobs, so more passes are due for as long as the backlog lasts,
+/// and A's slot must come back while most of it is still queued. (The backlog sits in the
+/// outer scope, so A is the only slot to reclaim and the batch never fills.) Here a lane's
+/// pass that finds no mailbox room ends the hold within microseconds; were every pass to
+/// hold, HOLD_MAX is the bound: with the hold condition forced true, this test passes through
+/// the scheduler thread's deadline (1-8 ms after A), and fails with that branch removed too.
+#[test]
+fn a_hold_ends_while_passes_keep_placing() {
+    const BACKLOG: usize = 40_000;
+    in_run(|o, c| {
+        let e = o.engine().clone();
+        let gate_a = Gate::new();
+        let a = rec(Some(gate_a.0), Duration::ZERO);
+        o.scope_begin().unwrap();
+        submit(o, c, a);
+        wait_run("A", a);
+        o.scope_end().unwrap();
+        // 5 us each: about 0.1 s of work for the two lanes, queued far past their mailboxes.
+        let backlog: Vec<&Rec> = (0..BACKLOG)
+            .map(|_| rec(None, Duration::from_micros(5)))
+            .collect();
+        for r in &backlog {
+            submit(o, c, r);
+        }
+        let live = e.slots.live();
+        assert_eq!(live, 1 + BACKLOG as i64, "A and the backlog in flight");
+        let not_yet = backlog[BACKLOG * 3 / 4];
+        assert_eq!(
+            not_yet.lane.load(Ordering::Acquire),
+            0,
+            "the backlog ran faster than it was submitted: nothing would keep passes placing"
+        );
+        drop(gate_a);
+        let t0 = Instant::now();
+        while e.slots.live() == live {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "A's slot not reclaimed in 10 s"
+            );
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        assert_eq!(
+            not_yet.lane.load(Ordering::Acquire),
+            0,
+            "A's slot was held until the backlog had nearly drained ({:?} after A was let go)",
+            t0.elapsed()
+        );
     });
 }
