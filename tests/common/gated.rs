@@ -130,8 +130,9 @@ pub fn blocker(o: &mut Orchestrator, c: &Callable) -> (Gate, i32) {
 }
 
 /// Jobs queued behind a tiny-job lane's stalled job move to the idle lane with nothing else
-/// happening (`park_first`: once the idle lane has parked).
-pub fn stalled_tiny_job(park_first: bool) {
+/// happening (`park_first`: once the idle lane has parked), all of them `within` of the last
+/// one's submission.
+pub fn stalled_tiny_job(park_first: bool, within: Duration) {
     in_run(|o, c| {
         warm(o, c, 200, Duration::ZERO);
         let (_gate, held) = blocker(o, c);
@@ -146,9 +147,15 @@ pub fn stalled_tiny_job(park_first: bool) {
         for r in &queued {
             submit(o, c, r);
         }
+        let t0 = Instant::now();
         for r in &queued {
             let ran = wait_run("a task queued behind the blocker", r);
             assert_ne!(ran, held, "ran behind the blocker");
         }
+        assert!(
+            t0.elapsed() < within,
+            "the queued jobs took {:?} to move to the idle lane",
+            t0.elapsed()
+        );
     });
 }
