@@ -88,8 +88,8 @@ stage() { # <title> <function>
 
 rust_tests() {
     if cargo nextest --version >/dev/null 2>&1; then
-        echo "cargo nextest run --workspace   (one process per test)"
-        cargo nextest run --workspace
+        echo "cargo nextest run --workspace --profile ci   (one process per test; hung tests killed after 4 min)"
+        cargo nextest run --workspace --profile ci
         echo "cargo test --workspace --doc   (nextest does not run doctests)"
         cargo test --workspace --doc
     else
