@@ -272,8 +272,9 @@ typedef struct dagrt_orch_t dagrt_orch_t;
 typedef struct dagrt_worker_t dagrt_worker_t;
 
 /*
- A log hook: called from runtime threads (the scheduler thread for stall warnings) with a
- NUL-terminated message valid during the call.
+ A log hook: called from runtime threads (the scheduler thread for stall warnings) and from
+ the host thread in `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that
+ cannot be created or written), with a NUL-terminated message valid during the call.
  */
 typedef void (*dagrt_log_fn)(uint32_t level, const char *msg, void *user);
 
@@ -523,7 +524,8 @@ const char *dagrt_version(void);
 
 /*
  Install a process-wide log hook for runtime diagnostics (e.g. the scheduler's stall
- warning), called from runtime threads with a `dagrt_log_level` and a message valid during
+ warning, or a DAGRT_TRACE file that cannot be created), called from runtime threads, and
+ from the host thread in init and close, with a `dagrt_log_level` and a message valid during
  the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
  variable (error, warn, info, debug; default warn). Thread-safe.
  */
@@ -776,8 +778,12 @@ enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct
  Start recording a timeline trace, written to `path` (Chrome trace-event JSON, opens in
  Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
  one slice per task with its callable name, run id and slot, flow arrows for dependency
- edges, and the scheduler's completion and dispatch passes. Setting the DAGRT_TRACE
- environment variable to a path starts a trace at init. The worker must be initialised.
+ edges, and the scheduler's completion and dispatch passes. The file is created now:
+ DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already being
+ recorded (stop it first). A new trace drops the events of an earlier one. Setting the
+ DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
+ created is logged as an error, and the worker runs untraced). The worker must be
+ initialised.
  */
 enum dagrt_status dagrt_worker_trace_start(struct dagrt_worker_t *worker, const char *path);
 

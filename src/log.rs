@@ -15,8 +15,9 @@ pub enum LogLevel {
     Debug = 3,
 }
 
-/// A log hook: called from runtime threads (the scheduler thread for stall warnings) with a
-/// NUL-terminated message valid during the call.
+/// A log hook: called from runtime threads (the scheduler thread for stall warnings) and from
+/// the host thread in `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that
+/// cannot be created or written), with a NUL-terminated message valid during the call.
 pub type LogFn = Option<unsafe extern "C" fn(level: u32, msg: *const c_char, user: *mut c_void)>;
 
 struct Hook {

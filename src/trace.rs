@@ -10,6 +10,7 @@
 use crate::run::RunId;
 use crate::slot::SlotId;
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,13 +70,38 @@ pub fn set_lane_thread(idx: u32) {
     LANE.with(|l| l.set(Some(idx)));
 }
 
+/// Why `Trace::start` did not start a recording.
+#[derive(Debug)]
+pub enum StartError {
+    /// A recording into this file is in progress.
+    Recording(PathBuf),
+    /// The file could not be created.
+    Create(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Recording(p) => write!(
+                f,
+                "a trace is already being recorded to {} (stop it first)",
+                p.display()
+            ),
+            StartError::Create(p, x) => {
+                write!(f, "cannot create the trace file {}: {x}", p.display())
+            }
+        }
+    }
+}
+
 pub struct Trace {
     /// Recording on/off; a relaxed flag (events straddling a toggle may or may not be kept).
     enabled: AtomicBool,
     epoch: Instant,
     /// Lane names by lane index, fixed at init.
     lane_names: Vec<String>,
-    path: Mutex<Option<PathBuf>>,
+    /// The file of the recording in progress, created when it started.
+    out: Mutex<Option<(PathBuf, File)>>,
     /// Event buffers; each recording site holds the lock for one push.
     buf: Mutex<Buffers>,
 }
@@ -86,7 +112,7 @@ impl Trace {
             enabled: AtomicBool::new(false),
             epoch: Instant::now(),
             lane_names,
-            path: Mutex::new(None),
+            out: Mutex::new(None),
             buf: Mutex::new(Buffers::default()),
         }
     }
@@ -104,10 +130,19 @@ impl Trace {
         self.buf.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start recording; the trace is written to `path` by `stop`.
-    pub fn start(&self, path: PathBuf) {
-        *self.path.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+    /// Start recording into `path`, which is created (or truncated) now: a path that cannot
+    /// be written fails here, not after the run it was to record. The events of an earlier
+    /// recording are dropped, so each file holds its own recording only.
+    pub fn start(&self, path: PathBuf) -> Result<(), StartError> {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((current, _)) = out.as_ref() {
+            return Err(StartError::Recording(current.clone()));
+        }
+        let f = File::create(&path).map_err(|x| StartError::Create(path.clone(), x))?;
+        *self.lock() = Buffers::default();
+        *out = Some((path, f));
         self.enabled.store(true, Ordering::Release);
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -166,12 +201,11 @@ impl Trace {
     /// Stop recording and write the Chrome trace JSON. Returns the path written, if any.
     pub fn stop(&self) -> std::io::Result<Option<PathBuf>> {
         self.enabled.store(false, Ordering::Release);
-        let Some(path) = self.path.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        let Some((path, mut f)) = self.out.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return Ok(None);
         };
-        let json = self.chrome_json();
-        let mut f = std::fs::File::create(&path)?;
-        f.write_all(json.as_bytes())?;
+        f.write_all(self.chrome_json().as_bytes())?;
+        f.sync_all()?;
         Ok(Some(path))
     }
 

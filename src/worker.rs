@@ -289,7 +289,11 @@ impl Worker {
             ),
         });
         if let Some(p) = std::env::var_os("DAGRT_TRACE").filter(|p| !p.is_empty()) {
-            e.trace.start(p.into());
+            // A diagnostic the environment asked for: the worker runs without it, and says so
+            // now rather than when the trace would have been written.
+            if let Err(x) = e.trace.start(p.into()) {
+                crate::log::emit(crate::log::LogLevel::Error, &format!("DAGRT_TRACE: {x}"));
+            }
         }
         for i in 0..e.lanes.len() {
             let e2 = e.clone();

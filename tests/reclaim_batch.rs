@@ -46,7 +46,7 @@ fn lanes_consume_a_scoped_stream_in_batches() {
     let e = w.engine().unwrap().clone();
     // One cache line per task's buffer, as in the W1 workload.
     let mut bufs = vec![0u64; TASKS * 8];
-    e.trace.start(path.clone());
+    e.trace.start(path.clone()).unwrap();
     let run = {
         let mut o = w.orchestrator().unwrap().lock().unwrap();
         let run = o.begin_run().unwrap();

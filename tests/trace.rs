@@ -44,7 +44,7 @@ fn trace_is_chrome_json_and_dot_names_edges() {
     w.add_sub_lanes(2).unwrap();
     w.init().unwrap();
     let e = w.engine().unwrap().clone();
-    e.trace.start(path.clone());
+    e.trace.start(path.clone()).unwrap();
     let c = register(
         "trace.touch",
         7,

@@ -134,7 +134,8 @@ pub extern "C" fn dagrt_version() -> *const c_char {
 }
 
 /// Install a process-wide log hook for runtime diagnostics (e.g. the scheduler's stall
-/// warning), called from runtime threads with a `dagrt_log_level` and a message valid during
+/// warning, or a DAGRT_TRACE file that cannot be created), called from runtime threads, and
+/// from the host thread in init and close, with a `dagrt_log_level` and a message valid during
 /// the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
 /// variable (error, warn, info, debug; default warn). Thread-safe.
 #[no_mangle]

@@ -275,8 +275,12 @@ pub extern "C" fn dagrt_worker_stats(
 /// Start recording a timeline trace, written to `path` (Chrome trace-event JSON, opens in
 /// Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
 /// one slice per task with its callable name, run id and slot, flow arrows for dependency
-/// edges, and the scheduler's completion and dispatch passes. Setting the DAGRT_TRACE
-/// environment variable to a path starts a trace at init. The worker must be initialised.
+/// edges, and the scheduler's completion and dispatch passes. The file is created now:
+/// DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already being
+/// recorded (stop it first). A new trace drops the events of an earlier one. Setting the
+/// DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
+/// created is logged as an error, and the worker runs untraced). The worker must be
+/// initialised.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_trace_start(
     worker: *mut dagrt_worker_t,
@@ -286,8 +290,13 @@ pub extern "C" fn dagrt_worker_trace_start(
         let p = super::need_str(path, "path")?;
         let w = worker_mut(worker)?;
         let e = engine_of(w)?;
-        e.trace.start(p.into());
-        Ok(())
+        e.trace.start(p.into()).map_err(|x| {
+            let status = match x {
+                crate::trace::StartError::Recording(_) => Status::WrongState,
+                crate::trace::StartError::Create(..) => Status::System,
+            };
+            Error::new(status, format!("dagrt_worker_trace_start: {x}"))
+        })
     })
 }
 
