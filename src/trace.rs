@@ -9,12 +9,13 @@
 
 use crate::run::RunId;
 use crate::slot::SlotId;
+use crate::spsc::Padded;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 struct TaskEvent {
@@ -51,12 +52,18 @@ struct SchedEvent {
     count: u32,
 }
 
+/// What one thread records while running tasks and passes.
 #[derive(Default)]
-struct Buffers {
+struct Timeline {
     tasks: Vec<TaskEvent>,
+    sched: Vec<SchedEvent>,
+}
+
+/// The DAG, recorded by the thread building the run.
+#[derive(Default)]
+struct Graph {
     nodes: Vec<Node>,
     edges: Vec<EdgeEvent>,
-    sched: Vec<SchedEvent>,
 }
 
 thread_local! {
@@ -102,18 +109,26 @@ pub struct Trace {
     lane_names: Vec<String>,
     /// The file of the recording in progress, created when it started.
     out: Mutex<Option<(PathBuf, File)>>,
-    /// Event buffers; each recording site holds the lock for one push.
-    buf: Mutex<Buffers>,
+    /// Lane `i`'s thread records into timeline `i`, every other thread (the scheduler
+    /// thread, a host) into the last one: lanes recording a task each never wait on each
+    /// other's lock or pull its line (one shared buffer cost a 64-tile Cholesky 3 points of
+    /// its time in kernels).
+    timelines: Box<[Padded<Mutex<Timeline>>]>,
+    graph: Mutex<Graph>,
 }
 
 impl Trace {
     pub fn new(lane_names: Vec<String>) -> Trace {
+        let timelines = (0..=lane_names.len())
+            .map(|_| Padded(Mutex::new(Timeline::default())))
+            .collect();
         Trace {
             enabled: AtomicBool::new(false),
             epoch: Instant::now(),
             lane_names,
             out: Mutex::new(None),
-            buf: Mutex::new(Buffers::default()),
+            timelines,
+            graph: Mutex::new(Graph::default()),
         }
     }
 
@@ -126,8 +141,17 @@ impl Trace {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Buffers> {
-        self.buf.lock().unwrap_or_else(|p| p.into_inner())
+    /// The calling thread's timeline.
+    fn timeline(&self) -> MutexGuard<'_, Timeline> {
+        let last = self.timelines.len() - 1;
+        let i = LANE
+            .with(|l| l.get())
+            .map_or(last, |l| (l as usize).min(last));
+        lock(&self.timelines[i])
+    }
+
+    fn graph(&self) -> MutexGuard<'_, Graph> {
+        lock(&self.graph)
     }
 
     /// Start recording into `path`, which is created (or truncated) now: a path that cannot
@@ -139,7 +163,10 @@ impl Trace {
             return Err(StartError::Recording(current.clone()));
         }
         let f = File::create(&path).map_err(|x| StartError::Create(path.clone(), x))?;
-        *self.lock() = Buffers::default();
+        for t in self.timelines.iter() {
+            *lock(t) = Timeline::default();
+        }
+        *self.graph() = Graph::default();
         *out = Some((path, f));
         self.enabled.store(true, Ordering::Release);
         Ok(())
@@ -157,7 +184,7 @@ impl Trace {
         t1: u64,
         failed: bool,
     ) {
-        self.lock().tasks.push(TaskEvent {
+        self.timeline().tasks.push(TaskEvent {
             lane,
             name,
             run,
@@ -170,7 +197,7 @@ impl Trace {
     }
 
     pub fn node(&self, run: RunId, slot: SlotId, name: &'static str, kind: &'static str) {
-        self.lock().nodes.push(Node {
+        self.graph().nodes.push(Node {
             run,
             slot,
             name,
@@ -179,7 +206,7 @@ impl Trace {
     }
 
     pub fn edge(&self, run: RunId, from: SlotId, to: SlotId, retain: bool) {
-        self.lock().edges.push(EdgeEvent {
+        self.graph().edges.push(EdgeEvent {
             run,
             from,
             to,
@@ -189,7 +216,7 @@ impl Trace {
 
     pub fn sched(&self, name: &'static str, t0: u64, t1: u64, count: u32) {
         let by = LANE.with(|l| l.get());
-        self.lock().sched.push(SchedEvent {
+        self.timeline().sched.push(SchedEvent {
             by,
             name,
             t0,
@@ -211,7 +238,10 @@ impl Trace {
 
     /// The recorded events as a Chrome trace-event JSON document.
     pub fn chrome_json(&self) -> String {
-        let b = self.lock();
+        let timelines: Vec<_> = self.timelines.iter().map(|t| lock(t)).collect();
+        let tasks = || timelines.iter().flat_map(|t| t.tasks.iter());
+        let sched = || timelines.iter().flat_map(|t| t.sched.iter());
+        let g = self.graph();
         let us = |ns: u64| ns as f64 / 1000.0;
         let sched_tid = self.lane_names.len() as u32;
         let mut ev: Vec<String> = Vec::new();
@@ -228,9 +258,8 @@ impl Trace {
         }
         // Scheduler tracks: the scheduler thread's, then one per lane that ran passes.
         let sched_track = |by: Option<u32>| by.map_or(sched_tid, |l| sched_tid + 1 + l);
-        let tracks: std::collections::BTreeSet<Option<u32>> = std::iter::once(None)
-            .chain(b.sched.iter().map(|s| s.by))
-            .collect();
+        let tracks: std::collections::BTreeSet<Option<u32>> =
+            std::iter::once(None).chain(sched().map(|s| s.by)).collect();
         for by in tracks {
             let tid = sched_track(by);
             let name = match by {
@@ -250,7 +279,7 @@ impl Trace {
         }
         // Task slices; remember where member 0 of each task ran for the flow arrows.
         let mut placed = std::collections::HashMap::new();
-        for t in &b.tasks {
+        for t in tasks() {
             ev.push(format!(
                 r#"{{"ph":"X","cat":"task","name":{},"pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"run":{},"slot":{},"member":{},"failed":{}}}}}"#,
                 quote(t.name),
@@ -266,7 +295,7 @@ impl Trace {
                 placed.insert((t.run, t.slot), (t.lane, t.t0, t.t1));
             }
         }
-        for (i, e) in b.edges.iter().enumerate() {
+        for (i, e) in g.edges.iter().enumerate() {
             let (Some(&(pl, _, p1)), Some(&(cl, c0, _))) =
                 (placed.get(&(e.run, e.from)), placed.get(&(e.run, e.to)))
             else {
@@ -279,7 +308,7 @@ impl Trace {
             ));
             ev.push(format!(r#"{{"ph":"f","bp":"e","cat":"{cat}","name":"dep","id":{i},"pid":1,"tid":{cl},"ts":{:.3}}}"#, us(c0)));
         }
-        for s in &b.sched {
+        for s in sched() {
             ev.push(format!(
                 r#"{{"ph":"X","cat":"scheduler","name":"{}","pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"count":{}}}}}"#,
                 s.name,
@@ -297,7 +326,7 @@ impl Trace {
 
     /// The DAG of `run` as recorded while tracing, in Graphviz DOT.
     pub fn dot(&self, run: RunId) -> String {
-        let b = self.lock();
+        let b = self.graph();
         let mut s = format!("digraph \"dagrt_run_{run}\" {{\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
         for n in b.nodes.iter().filter(|n| n.run == run) {
             let _ = writeln!(
@@ -317,8 +346,12 @@ impl Trace {
 
     /// Nodes recorded for `run` (for tests).
     pub fn node_count(&self, run: RunId) -> usize {
-        self.lock().nodes.iter().filter(|n| n.run == run).count()
+        self.graph().nodes.iter().filter(|n| n.run == run).count()
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A JSON string literal (also valid as a DOT quoted string for the characters we emit).
