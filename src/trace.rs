@@ -111,8 +111,9 @@ pub struct Trace {
     out: Mutex<Option<(PathBuf, File)>>,
     /// Lane `i`'s thread records into timeline `i`, every other thread (the scheduler
     /// thread, a host) into the last one: lanes recording a task each never wait on each
-    /// other's lock or pull its line (one shared buffer cost a 64-tile Cholesky 3 points of
-    /// its time in kernels).
+    /// other's lock or pull its line. (With one shared buffer, a traced 64-tile Cholesky kept
+    /// 91.6% of its lanes' time in kernels; with these 93.0%, against 95% untraced.)
+    /// Lock order: the timelines by index, then `graph`; a recording site holds one lock.
     timelines: Box<[Padded<Mutex<Timeline>>]>,
     graph: Mutex<Graph>,
 }
