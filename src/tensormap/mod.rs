@@ -240,19 +240,18 @@ impl RunMap {
         (fp.dense && g == g1 && self.big.is_empty() && self.classes.is_empty()).then_some(g)
     }
 
-    /// Entries of granule `g`'s list that overlap `fp`, walked in place.
-    fn granule_overlaps<'a>(&'a self, g: u64, fp: &'a Footprint) -> impl Iterator<Item = u32> + 'a {
+    /// Call `f` with each entry of granule `g`'s list that overlaps `fp`, walked in place.
+    /// (A plain loop: walked as an iterator, the list paid a call per item.)
+    #[inline]
+    fn each_granule_overlap(&self, g: u64, fp: &Footprint, mut f: impl FnMut(u32)) {
         let mut l = self.small.get(&g).copied().unwrap_or(NIL);
-        std::iter::from_fn(move || {
-            while l != NIL {
-                let k = self.links[l as usize];
-                l = k.next;
-                if self.entry_overlaps(&self.entries[k.idx as usize], fp) {
-                    return Some(k.idx);
-                }
+        while l != NIL {
+            let k = self.links[l as usize];
+            l = k.next;
+            if self.entry_overlaps(&self.entries[k.idx as usize], fp) {
+                f(k.idx);
             }
-            None
-        })
+        }
     }
 
     /// A lookup of a dense footprint within one granule, without a candidate vector. False
@@ -261,9 +260,7 @@ impl RunMap {
         let Some(g) = self.one_granule(fp) else {
             return false;
         };
-        for idx in self.granule_overlaps(g, fp) {
-            f(self.entries[idx as usize].owner);
-        }
+        self.each_granule_overlap(g, fp, |idx| f(self.entries[idx as usize].owner));
         true
     }
 
@@ -280,7 +277,7 @@ impl RunMap {
     ) -> Option<MapKey> {
         let g = self.one_granule(fp)?;
         scratch.clear();
-        scratch.extend(self.granule_overlaps(g, fp));
+        self.each_granule_overlap(g, fp, |idx| scratch.push(idx));
         // (`is_same_unordered`'s question, narrowed to what a dense one-granule footprint
         // can meet: a call there cost a chain's submit some 40 instructions.)
         let same_bytes = |e: &MapEntry| e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi);
