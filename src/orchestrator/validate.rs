@@ -108,29 +108,11 @@ impl Orchestrator {
                     format!("member {mi}: reserved field must be zero"),
                 );
             }
-            if m.num_tensors > 0 && m.tensors.is_null() {
-                return err(
-                    Status::NullPointer,
-                    format!(
-                        "member {mi}: tensors is null but num_tensors = {}",
-                        m.num_tensors
-                    ),
-                );
-            }
-            if m.num_scalars > 0 && m.scalars.is_null() {
-                return err(
-                    Status::NullPointer,
-                    format!(
-                        "member {mi}: scalars is null but num_scalars = {}",
-                        m.num_scalars
-                    ),
-                );
-            }
-            if m.num_deps > 0 && m.deps.is_null() {
-                return err(
-                    Status::NullPointer,
-                    format!("member {mi}: deps is null but num_deps = {}", m.num_deps),
-                );
+            if (m.num_tensors > 0 && m.tensors.is_null())
+                | (m.num_scalars > 0 && m.scalars.is_null())
+                | (m.num_deps > 0 && m.deps.is_null())
+            {
+                return Err(null_array(mi, m));
             }
             for i in 0..m.num_tensors as usize {
                 // SAFETY: non-null with num_tensors elements, per the API contract.
@@ -257,4 +239,22 @@ fn validate_tensor(
         return Err("view extent overflows the address space".into());
     }
     Ok(0)
+}
+
+/// The error for a member with a null array of non-zero length (the first such array).
+#[cold]
+fn null_array(mi: usize, m: &TaskArgs) -> Error {
+    let arrays = [
+        ("tensors", m.tensors.is_null(), m.num_tensors),
+        ("scalars", m.scalars.is_null(), m.num_scalars),
+        ("deps", m.deps.is_null(), m.num_deps),
+    ];
+    let (name, _, n) = arrays
+        .into_iter()
+        .find(|&(_, null, n)| null && n > 0)
+        .expect("a null array of non-zero length");
+    Error::new(
+        Status::NullPointer,
+        format!("member {mi}: {name} is null but num_{name} = {n}"),
+    )
 }
