@@ -159,7 +159,7 @@ impl Trace {
     /// be written fails here, not after the run it was to record. The events of an earlier
     /// recording are dropped, so each file holds its own recording only.
     pub fn start(&self, path: PathBuf) -> Result<(), StartError> {
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = lock(&self.out);
         if let Some((current, _)) = out.as_ref() {
             return Err(StartError::Recording(current.clone()));
         }
@@ -229,7 +229,7 @@ impl Trace {
     /// Stop recording and write the Chrome trace JSON. Returns the path written, if any.
     pub fn stop(&self) -> std::io::Result<Option<PathBuf>> {
         self.enabled.store(false, Ordering::Release);
-        let Some((path, mut f)) = self.out.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        let Some((path, mut f)) = lock(&self.out).take() else {
             return Ok(None);
         };
         f.write_all(self.chrome_json().as_bytes())?;
@@ -351,6 +351,8 @@ impl Trace {
     }
 }
 
+/// `crate::sync::lock` for the std mutexes here (a trace is not part of the loom models, so
+/// its locks stay std's under `--cfg loom`).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
