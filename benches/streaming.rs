@@ -34,6 +34,7 @@ fn status_kb(field: &str) -> u64 {
 }
 
 fn main() {
+    common::exit_on_help(include_str!("streaming.rs"));
     let mut tasks: u64 = 10_000_000;
     let mut window: u32 = 1024;
     let mut batch: u64 = 256;

@@ -79,6 +79,7 @@ fn spread(v: &mut [f64]) -> (f64, f64, f64) {
 }
 
 fn main() {
+    common::exit_on_help(include_str!("tiled_dag.rs"));
     let mut n: u64 = 1024;
     let mut sizes: Vec<u64> = vec![16, 32, 64];
     let mut reps = 5;

@@ -33,6 +33,10 @@
 //! The engine is driven through its C ABI (`dagrt::capi`), the path a C host takes, so the
 //! figures include the boundary's validation, orchestrator lock and panic guard.
 
+// (Only its `--help`: this bench drives the engine through the C ABI, not the Rust set-up.)
+#[allow(dead_code)]
+mod common;
+
 use dagrt::callable::Callable;
 use dagrt::capi::args::dagrt_tensor_init;
 use dagrt::capi::callable::dagrt_register_callable;
@@ -546,6 +550,7 @@ fn list(v: &str) -> Vec<String> {
 }
 
 fn main() {
+    common::exit_on_help(include_str!("workloads.rs"));
     let mut workloads = list("W1,W2,W3,W4");
     let mut lanes: Vec<usize> = vec![1, 2];
     let mut kinds = vec![Kind::Sub, Kind::Next, Kind::Next1];

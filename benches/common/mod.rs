@@ -3,6 +3,18 @@
 use dagrt::callable::{register, Callable, CallableKind, Executor};
 use dagrt::worker::{Worker, WorkerConfig};
 
+/// With `--help` or `-h` among the arguments: print the bench's usage (the `//!` comment that
+/// opens `src`, its source) and exit.
+pub fn exit_on_help(src: &str) {
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        for l in src.lines().take_while(|l| l.starts_with("//!")) {
+            let l = l.trim_start_matches("//!");
+            println!("{}", l.strip_prefix(' ').unwrap_or(l));
+        }
+        std::process::exit(0);
+    }
+}
+
 /// The bench's `--flag value` pairs (`cargo bench` adds a `--bench` of its own).
 pub fn flag_pairs() -> Vec<(String, String)> {
     let args: Vec<String> = std::env::args()
