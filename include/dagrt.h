@@ -641,7 +641,9 @@ enum dagrt_status dagrt_submit_next_level(struct dagrt_orch_t *orch, const struc
 enum dagrt_status dagrt_submit_next_level_group(struct dagrt_orch_t *orch, const struct dagrt_callable *callable, const struct dagrt_task_args *args_list, uint32_t count, const struct dagrt_call_config *config, const int32_t *workers, struct dagrt_task_handle *out);
 
 /*
- Submit one SUB task: any idle SUB lane runs it.
+ Submit one SUB task: any idle SUB lane runs it. SUB tasks share one FIFO: long tasks
+ start in the order they became ready; of short ones (under about 20 us) a lane may hold
+ a few queued, which can start a few microseconds out of that order.
  */
 enum dagrt_status dagrt_submit_sub(struct dagrt_orch_t *orch, const struct dagrt_callable *callable, const struct dagrt_task_args *args, struct dagrt_task_handle *out);
 

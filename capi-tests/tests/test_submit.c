@@ -464,6 +464,122 @@ static void test_sub_job_queued_behind_long_one_moves(void)
     dagrt_worker_free(w);
 }
 
+/* Scheduler seed: all READY SUB tasks share one FIFO and a single goes to an idle SUB lane.
+ * With lanes running long jobs, A and B block one lane each; C, D and E follow. When B's lane
+ * goes idle it must start C, the FIFO's oldest, not a job queued after it: C before D before
+ * E, while A still runs. (With a job queued behind A, C started only once A ended.) */
+static void test_sub_fifo_order_with_long_jobs(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step a = h_step_id(10), b = h_step_id(11);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    for (int i = 0; i < 6; i++) { /* both lanes learn that jobs here are long (milliseconds) */
+        h_step s = h_step_id((uint64_t)i);
+        s.sleep_us = 2000;
+        EXPECT_OK(h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL));
+    }
+    REQUIRE(H_POLL(h_end(0) && h_end(1) && h_end(2) && h_end(3) && h_end(4) && h_end(5), 5000));
+    a.wait_gate = 0;
+    b.wait_gate = 1;
+    EXPECT_OK(h_submit_step_sub(o, &a, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(h_submit_step_sub(o, &b, NULL, 0, NULL, 0, NULL));
+    REQUIRE(H_POLL(h_start(10) != 0 && h_start(11) != 0, 5000)); /* one on each lane */
+    for (uint64_t id = 12; id <= 14; id++) {
+        h_step s = h_step_id(id);
+        s.sleep_us = 1000;
+        EXPECT_OK(h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL));
+    }
+    h_sleep_us(20 * 1000); /* C, D and E are placed, wherever the scheduler puts them */
+    CHECK(h_start(12) == 0 && h_start(13) == 0 && h_start(14) == 0);
+    h_gate_open(1); /* B ends: its lane runs the FIFO's C, D, E in turn */
+    CHECKF(H_POLL(h_end(14) != 0, 5000), "C, D and E did not all run on B's idle lane while A "
+                                         "blocked the other (C queued behind A?)");
+    CHECK_EQ_U64(h_end(10), 0);
+    h_gate_open(0);
+    EXPECT_OK(h_finish_run(w, o, run));
+    for (int id = 10; id <= 14; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK_BEFORE(12, 13);
+    CHECK_BEFORE(13, 14);
+    CHECK(h_worker_of(12) == h_worker_of(11) && h_worker_of(14) == h_worker_of(11));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+/* The same on lanes that have not run anything yet (job lengths unknown): a job submitted
+ * after a blocked one goes to the idle lane, not behind it. */
+static void test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    a.wait_gate = 0;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    EXPECT_OK(h_submit_step_sub(o, &a, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(h_submit_step_sub(o, &b, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(h_submit_step_sub(o, &c, NULL, 0, NULL, 0, NULL));
+    CHECKF(H_POLL(h_end(2) != 0 && h_end(3) != 0, 5000),
+           "tasks submitted after a blocked one did not run on the other, idle lane");
+    CHECK_EQ_U64(h_end(1), 0);
+    h_gate_open(0);
+    EXPECT_OK(h_finish_run(w, o, run));
+    for (int id = 1; id <= 3; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK(h_worker_of(2) != h_worker_of(1) && h_worker_of(3) != h_worker_of(1));
+    CHECK_BEFORE(2, 3);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+/* Scheduler seed: a single is dispatched only to an idle target, and each pass examines the
+ * group FIFO head first. s1 runs on lane 0; s2 for lane 0 and then a group on lanes {0, 1}
+ * wait. When s1 ends, the group launches before s2. (With s2 queued behind s1 in lane 0's
+ * mailbox, it started first and the group waited for it.) */
+static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    const int32_t targets[2] = {0, 1};
+    h_step steps[2];
+    group_args g;
+    h_step s1 = h_step_id(1), s2 = h_step_id(2);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    s1.wait_gate = 0;
+    for (int i = 0; i < 2; i++)
+        steps[i] = h_step_id(10 + (uint64_t)i);
+    make_group(&g, steps, 2, NULL, 0);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s1, 0, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(1) != 0, 5000));
+    SUBMIT_STEP(o, &s2, 0, NULL, 0, NULL, 0, NULL);
+    h_sleep_us(20 * 1000); /* s2 is placed, wherever the scheduler puts it */
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, targets, NULL));
+    h_sleep_us(20 * 1000);
+    CHECK(h_start(2) == 0 && h_start(10) == 0 && h_start(11) == 0);
+    h_gate_open(0);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_RAN_ONCE(10);
+    CHECK_RAN_ONCE(11);
+    CHECKF(h_start(10) < h_start(2), "the single on lane 0 started before the group head "
+                                     "reserving lane 0");
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 static void test_executor_sees_args(void)
 {
     dagrt_worker_t *w = h_worker(NULL, 2, 0);
@@ -743,6 +859,9 @@ int main(void)
     RUN_TEST(test_group_rejections_leave_no_trace);
     RUN_TEST(test_sub_lanes);
     RUN_TEST(test_sub_job_queued_behind_long_one_moves);
+    RUN_TEST(test_sub_fifo_order_with_long_jobs);
+    RUN_TEST(test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job);
+    RUN_TEST(test_group_head_goes_before_a_single_waiting_for_its_lane);
     RUN_TEST(test_executor_sees_args);
     RUN_TEST(test_task_fail_reaches_wait);
     RUN_TEST(test_unknown_callable);

@@ -149,7 +149,9 @@ pub extern "C" fn dagrt_submit_next_level_group(
     })
 }
 
-/// Submit one SUB task: any idle SUB lane runs it.
+/// Submit one SUB task: any idle SUB lane runs it. SUB tasks share one FIFO: long tasks
+/// start in the order they became ready; of short ones (under about 20 us) a lane may hold
+/// a few queued, which can start a few microseconds out of that order.
 #[no_mangle]
 pub extern "C" fn dagrt_submit_sub(
     orch: *mut dagrt_orch_t,

@@ -103,18 +103,12 @@ impl Mailbox {
         self.wake.notify_cond();
     }
 
-    /// Lane: wait for the next job; `None` means stop. `spin`: whether to spin before
-    /// parking (after short jobs the next one is usually a handoff away; after long ones,
-    /// spinning would only take CPU from the lanes still running kernels). `idle` runs, while
+    /// Lane: wait for the next job, spinning before it parks; `None` means stop. `idle` runs, while
     /// no job waits, at each of the wait's looks (about every 64 spins) and each time a nap
     /// runs out: parked, the lane wakes after IDLE_NAP, then twice as long each time, up to
     /// IDLE_NAP_MAX.
-    pub fn next(&self, spin: bool, mut idle: impl FnMut()) -> Option<Job> {
-        let mut budget = if spin {
-            crate::event::spin_budget()
-        } else {
-            std::time::Duration::ZERO
-        };
+    pub fn next(&self, mut idle: impl FnMut()) -> Option<Job> {
+        let mut budget = crate::event::spin_budget();
         let mut nap = IDLE_NAP;
         while !self.wake.wait_napping(
             |look| {

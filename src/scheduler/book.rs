@@ -36,9 +36,13 @@ const STUCK_CHECKS: u32 = 32;
 /// nothing between two looks is stuck.
 pub const STUCK_SWEEP: std::time::Duration = std::time::Duration::from_micros(50);
 
-/// Jobs a lane running long jobs may hold: the running one and the next, so the lane starts
-/// the next one without waiting for the scheduler to wake up (~50 us on these machines).
-const LONG_JOB_DEPTH: u32 = 2;
+/// Jobs a lane running long (or not yet timed) jobs may hold: only the running one, as the
+/// seeds dispatch (a single goes to an idle worker). A job queued behind a long one would
+/// start out of FIFO order: behind a later job that another lane took from the FIFO, and
+/// ahead of a group head that reserves this lane. The lane asks for its next job itself when
+/// it reports (`scheduler::after_completion`) and spins for it (`lane_main`), so it does not
+/// wait for the scheduler thread to wake (~50 us here).
+const LONG_JOB_DEPTH: u32 = 1;
 
 #[derive(Clone, Copy)]
 struct Posted {
@@ -237,7 +241,8 @@ mod tests {
         assert_eq!(sub_lane_for_single(&books, &[0, 1]), Some(1));
         let books = [book(&[3_000_000], 1), book(&[], 0)];
         assert_eq!(sub_lane_for_single(&books, &[0, 1]), Some(1));
-        // Unknown lengths hold LONG_JOB_DEPTH, so packing them never queues more than that.
+        // Unknown lengths hold LONG_JOB_DEPTH, so packing them never queues a job behind
+        // another.
         let books = [book(&[], LONG_JOB_DEPTH as u64), book(&[], 0)];
         assert_eq!(sub_lane_for_single(&books, &[0, 1]), Some(1));
     }
