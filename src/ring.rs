@@ -177,9 +177,19 @@ const CHUNK: usize = 4096;
 pub const INDEX_BITS: u32 = 24;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 
-/// The slot id of sequence number `seq` (used to bound a run's ids).
+/// The last sequence number a slot id can carry (2^40 - 1): a worker issues at most this
+/// many task ids. Beyond it ids would wrap and stop growing, and the stale-handle checks
+/// rely on their growth, so the next submit fails instead (`Orchestrator::claim_slot`).
+pub const LAST_SEQ: u64 = (1 << (64 - INDEX_BITS)) - 1;
+
+/// The slot id of sequence number `seq` (used to bound a run's ids); past LAST_SEQ, an id
+/// above every issued one.
 pub fn first_id_of_seq(seq: u64) -> SlotId {
-    seq << INDEX_BITS
+    if seq > LAST_SEQ {
+        SlotId::MAX
+    } else {
+        seq << INDEX_BITS
+    }
 }
 
 struct FreeList {

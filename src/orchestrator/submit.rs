@@ -6,7 +6,9 @@ use super::validate::heap_error;
 use super::{return_credit, Orchestrator, SubmitKind, CREDIT};
 use crate::callable::Callable;
 use crate::error::{err, Error, Result, Status};
-use crate::ring::{align_up, ClaimError, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind};
+use crate::ring::{
+    align_up, ClaimError, HeapClaim, HeapError, HeapRings, MemberArgs, SlotKind, LAST_SEQ,
+};
 use crate::run::RunRef;
 use crate::scheduler::completion::{consume_all, enqueue_ready, propagate_pending};
 use crate::slot::{Attach, Claim, Publish, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE, ROUTE_SUB};
@@ -267,6 +269,9 @@ impl Orchestrator {
     /// records it and its slab. A failure leaves nothing behind. Returns the slab (or null).
     fn claim_slot(&mut self, rr: RunRef, bytes: u64) -> Result<(SlotId, *mut u8)> {
         let run = rr.get().expect("the open run");
+        if self.next_seq > LAST_SEQ {
+            return Err(self.ids_exhausted());
+        }
         let deadline = self.timeout();
         let sid = match self
             .e
@@ -324,6 +329,17 @@ impl Orchestrator {
         )
     }
 
+    #[cold]
+    fn ids_exhausted(&self) -> Error {
+        Error::new(
+            Status::WrongState,
+            format!(
+                "this worker has issued all {LAST_SEQ} task ids it can tell apart; \
+                 submit to a new worker"
+            ),
+        )
+    }
+
     fn window_full(&self) -> Error {
         Error::new(
             Status::WindowFull,
@@ -366,4 +382,57 @@ fn dedup_producers(v: &mut Vec<(SlotId, bool)>) {
         }
     }
     v.truncate(w);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callable::CallableKind;
+    use crate::ring::first_id_of_seq;
+    use crate::task::{DataType, TaskView};
+    use crate::worker::{Worker, WorkerConfig};
+    use std::time::Duration;
+
+    unsafe extern "C" fn nop(_t: *const TaskView, _u: *mut std::ffi::c_void) -> i32 {
+        0
+    }
+
+    /// A worker issues task ids up to LAST_SEQ; past it ids would wrap and the stale-handle
+    /// checks break, so a submit or an alloc fails cleanly (nothing claimed) and the run
+    /// still completes.
+    #[test]
+    fn a_worker_refuses_submits_past_its_last_task_id() {
+        let mut w = Worker::new(WorkerConfig::default()).unwrap();
+        w.add_sub_lanes(1).unwrap();
+        w.init().unwrap();
+        let c = crate::callable::register(
+            "orchestrator.tests.nop",
+            0,
+            CallableKind::Task as u32,
+            nop,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        let e = w.engine().unwrap().clone();
+        let run = {
+            let mut o = w.orchestrator().unwrap().lock().unwrap();
+            o.next_seq = LAST_SEQ;
+            let run = o.begin_run().unwrap();
+            let cfg = CallConfig::default();
+            let a = TaskArgs::of_tensors(&mut []);
+            let last = o.submit(SubmitKind::Sub, &c, &[a], &cfg, &[]).unwrap();
+            assert_eq!(last.slot >> crate::ring::INDEX_BITS, LAST_SEQ);
+            let x = o.submit(SubmitKind::Sub, &c, &[a], &cfg, &[]).unwrap_err();
+            assert_eq!(x.status, Status::WrongState);
+            assert!(x.msg.contains("task ids"), "{}", x.msg);
+            let x = o.alloc(&[64], DataType::U8 as u32).unwrap_err();
+            assert_eq!(x.status, Status::WrongState);
+            // The last id stays below the bound the handle checks use.
+            assert!(last.slot < first_id_of_seq(o.next_seq));
+            o.close_run_submission(run).unwrap();
+            run
+        };
+        assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
+        assert!(e.runs.get(run).unwrap().result().is_ok());
+    }
 }
