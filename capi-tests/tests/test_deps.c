@@ -9,7 +9,10 @@
  *    released), another worker -> FOREIGN_HANDLE, a slot not yet submitted -> STALE_HANDLE,
  *    a bad dep kind -> INVALID_ARGUMENT; rejected submits leave no trace;
  *  - add_dep (and a tensor edge) retains the producer (slot, TensorMap entry, heap slab)
- *    until the consumer finishes; add_dep_wait does not. Observed with dagrt_worker_stats.
+ *    until the consumer finishes; add_dep_wait does not. Observed with dagrt_worker_stats;
+ *  - the TensorMap is per run (Orchestrator seed §7): with two runs of one worker live at
+ *    once, a task of the later run that touches a buffer the earlier run's blocked writer
+ *    produces gets no edge to it (INPUT and INOUT alike), while a reader of the same run does.
  */
 #include "harness.h"
 
@@ -381,6 +384,81 @@ static void test_add_dep_wait_does_not_retain(void)
     retention_case(2);
 }
 
+/* Run A writes x with a task blocked on a gate, and a reader of x in run A waits for it.
+ * Run A is closed and run B begun on the same worker while the writer still runs. Run B's
+ * INPUT reader and INOUT updater of x (on other lanes) must finish, and run B with them,
+ * while A's writer is still blocked: the TensorMap resolves producers within a run only. */
+static void test_runs_do_not_share_producers(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 4, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run_a, run_b;
+    uint64_t x[8] = {0};
+    dagrt_tensor tw = h_tensor(x, 8, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT_EXISTING);
+    dagrt_tensor tra = h_tensor(x, 8, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
+    /* run B: a reader of x[0..4] and an updater of x[4..8] (disjoint: no edge between them) */
+    dagrt_tensor trb = h_tensor(x, 4, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
+    dagrt_tensor tub = h_tensor(x + 4, 4, DAGRT_DTYPE_U64, DAGRT_TAG_INOUT);
+    dagrt_run_stats_t rs;
+    uint32_t done = 9;
+    h_step wa = h_step_id(1), ra = h_step_id(2), rb = h_step_id(3), ub = h_step_id(4);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    wa.wait_gate = 0; /* A's writer runs until the test opens gate 0 */
+    wa.op = H_OP_FILL;
+    wa.operand = 1;
+    ra.op = H_OP_READ;
+    rb.op = H_OP_READ;
+    ub.op = H_OP_APPEND;
+    ub.operand = 7;
+
+    REQUIRE_OK(dagrt_begin_run(o, &run_a));
+    SUBMIT_STEP(o, &wa, 0, &tw, 1, NULL, 0, NULL);
+    SUBMIT_STEP(o, &ra, 1, &tra, 1, NULL, 0, NULL); /* same run: RaW on the writer */
+    EXPECT_OK(dagrt_close_run_submission(o, run_a));
+    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* the writer is running (and blocked) */
+
+    REQUIRE_OK(dagrt_begin_run(o, &run_b));
+    CHECK(run_b != run_a);
+    SUBMIT_STEP(o, &rb, 2, &trb, 1, NULL, 0, NULL);
+    SUBMIT_STEP(o, &ub, 3, &tub, 1, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run_b));
+    /* (well within the writer's gate timeout, H_BLOCK_TIMEOUT_MS) */
+    CHECKF(H_POLL(h_end(3) != 0 && h_end(4) != 0, 2000),
+           "run B's reader/updater of x did not finish while run A's writer of x was blocked "
+           "(ends: %" PRIu64 ", %" PRIu64 "): a producer was resolved across runs",
+           h_end(3), h_end(4));
+    EXPECT_OK(dagrt_wait_run_for(w, run_b, 1000 * h_time_scale(), &done));
+    CHECKF(done == 1, "run B did not finish while run A's writer was blocked");
+    /* the writer is still blocked, and so is the same-run reader */
+    CHECKF(h_end(1) == 0, "run A's writer ended before its gate opened");
+    CHECKF(h_start(2) == 0, "run A's reader started before run A's writer ended");
+    done = 9;
+    EXPECT_OK(dagrt_run_done(w, run_a, &done));
+    CHECK_EQ_U64(done, 0);
+    /* what B saw is x as it was, untouched by A's (unfinished) fill */
+    CHECK(h_read[3] == 0);
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run_a));
+    EXPECT_OK(dagrt_run_stats(w, run_a, &rs));
+    CHECK_EQ_U64(rs.completed, 2);
+    EXPECT_OK(dagrt_run_stats(w, run_b, &rs));
+    CHECK_EQ_U64(rs.completed, 2);
+    CHECK_EQ_U64(rs.failed, 0);
+    EXPECT_OK(dagrt_release_run(w, run_a));
+    EXPECT_OK(dagrt_release_run(w, run_b));
+    for (int i = 1; i <= 4; i++)
+        CHECK_RAN_ONCE(i);
+    CHECK_BEFORE(1, 2);
+    CHECKF(h_end(3) < h_end(1) && h_end(4) < h_end(1),
+           "run B's tasks (ends %" PRIu64 ", %" PRIu64 ") did not end while run A's writer "
+           "(end %" PRIu64 ") ran", h_end(3), h_end(4), h_end(1));
+    CHECK(h_read[2] == 8); /* A's reader saw A's fill */
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 int main(void)
 {
     h_begin("deps", 90);
@@ -391,5 +469,6 @@ int main(void)
     RUN_TEST(test_add_dep_retains_producer);
     RUN_TEST(test_tensor_edge_retains_producer);
     RUN_TEST(test_add_dep_wait_does_not_retain);
+    RUN_TEST(test_runs_do_not_share_producers);
     return h_done();
 }
