@@ -1,0 +1,163 @@
+/*
+ * test_order.c: head-of-line rules of the ready FIFOs (Scheduler seed §3-4; Orchestrator
+ * audit U4, Scheduler audit U3).
+ *  - NEXT_LEVEL groups: only the group FIFO head is examined. A head blocked by a busy target
+ *    keeps a later group whose targets are all idle from starting until the head launches
+ *    (no scan past the head), and that later group reserves none of its targets: singles on
+ *    them keep running meanwhile;
+ *  - SUB: a SUB group at the SUB FIFO head that has too few idle SUB lanes stays at the head
+ *    and ends that drain pass: a SUB single submitted after it does not overtake it, even
+ *    with a SUB lane idle.
+ * Order is read from the start/end sequence numbers the step executor records; sleeps only
+ * give a wrong dispatch time to happen ("has not started after N ms").
+ */
+/* Gates stay shut while the test polls for seconds: a blocker must not time out first. */
+#define H_BLOCK_TIMEOUT_MS 30000u
+#include "harness.h"
+
+/* Per-member args of step tasks. */
+typedef struct {
+    uint64_t sc[8][S_COUNT];
+    dagrt_task_args a[8];
+} group_args;
+
+static void make_group(group_args *g, const h_step *steps, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        h_step_scalars(&steps[i], g->sc[i]);
+        g->a[i] = h_args(NULL, 0, g->sc[i], S_COUNT, NULL, 0);
+    }
+}
+
+/* How long a wrong dispatch gets to show up (scaled under valgrind). */
+static void settle(void)
+{
+    h_sleep_us(100 * 1000 * h_time_scale());
+}
+
+/* G1 on lanes {0,1} is blocked at the group FIFO head (lane 0 runs a gated single). G2 on
+ * lanes {2,3}, both idle, is queued behind it: G2 must not start before G1 launches, which
+ * is after the blocker ends. Singles on lanes 2 and 3 submitted after G2 still run at once:
+ * G2, not being the head, reserves nothing. */
+static void test_later_group_waits_behind_blocked_head(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 4, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    const int32_t t1[2] = {0, 1}, t2[2] = {2, 3};
+    h_step g1s[2], g2s[2];
+    group_args g1, g2;
+    h_step blocker = h_step_id(1), s2 = h_step_id(20), s3 = h_step_id(21);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    blocker.wait_gate = 0; /* lane 0 busy until the test opens gate 0 */
+    for (int i = 0; i < 2; i++) {
+        g1s[i] = h_step_id(10 + (uint64_t)i);
+        g2s[i] = h_step_id(12 + (uint64_t)i);
+    }
+    make_group(&g1, g1s, 2);
+    make_group(&g2, g2s, 2);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &blocker, 0, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* lane 0 is busy */
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g1.a, 2, NULL, t1, NULL));
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g2.a, 2, NULL, t2, NULL));
+    SUBMIT_STEP(o, &s2, 2, NULL, 0, NULL, 0, NULL); /* on G2's targets, behind G2 */
+    SUBMIT_STEP(o, &s3, 3, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    /* G2 is not the head: its targets are not reserved */
+    CHECKF(H_POLL(h_end(20) != 0 && h_end(21) != 0, 5000),
+           "singles on lanes 2 and 3 (targets of the second group, which is not the group "
+           "FIFO head) did not run while the head was blocked: the second group reserved "
+           "its targets (ends: %" PRIu64 ", %" PRIu64 ")",
+           h_end(20), h_end(21));
+    settle();
+    CHECKF(h_start(12) == 0 && h_start(13) == 0,
+           "the second group started on its idle targets while the group FIFO head was "
+           "blocked: the scheduler scanned past the head (starts: %" PRIu64 ", %" PRIu64 ")",
+           h_start(12), h_start(13));
+    CHECKF(h_start(10) == 0 && h_start(11) == 0, "the blocked head launched a member");
+    CHECK(h_end(1) == 0); /* the blocker is still running */
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run));
+    EXPECT_OK(dagrt_release_run(w, run));
+    for (int id = 10; id < 14; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(20);
+    CHECK_RAN_ONCE(21);
+    /* G1 launched only when its busy target was free, and G2 only after that */
+    CHECK_BEFORE(1, 10);
+    CHECK_BEFORE(1, 11);
+    CHECK_BEFORE(1, 12);
+    CHECK_BEFORE(1, 13);
+    /* the singles ran while G1 and G2 were waiting */
+    CHECK_BEFORE(20, 12);
+    CHECK_BEFORE(21, 13);
+    CHECK(h_worker_of(10) == 0 && h_worker_of(11) == 1);
+    CHECK(h_worker_of(12) == 2 && h_worker_of(13) == 3);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+/* Two SUB lanes, one running a gated SUB single. A SUB group of two (needs both lanes idle)
+ * is at the SUB FIFO head; a SUB single T submitted after it must not start before the
+ * group: not on the idle lane while the blocker runs, and not on the blocker's lane when the
+ * blocker ends (the group launches first). The members meet at a barrier, so each member's
+ * lane stays busy until both have started. */
+static void test_blocked_sub_group_head_stops_later_sub_singles(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step ms[2];
+    group_args g;
+    h_step blocker = h_step_id(1), t = h_step_id(5);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    blocker.wait_gate = 0;
+    for (int i = 0; i < 2; i++) {
+        ms[i] = h_step_id(2 + (uint64_t)i);
+        ms[i].barrier = 0;
+        ms[i].barrier_n = 2;
+    }
+    make_group(&g, ms, 2);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    EXPECT_OK(h_submit_step_sub(o, &blocker, NULL, 0, NULL, 0, NULL));
+    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* one SUB lane busy, the other idle */
+    REQUIRE_OK(dagrt_submit_sub_group(o, h_step_callable(), g.a, 2, NULL));
+    EXPECT_OK(h_submit_step_sub(o, &t, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    settle();
+    CHECKF(h_start(5) == 0,
+           "a SUB single submitted after a blocked SUB group head started (on lane %d) while "
+           "the group waited for a second idle SUB lane",
+           h_worker_of(5));
+    CHECKF(h_start(2) == 0 && h_start(3) == 0, "the SUB group launched with one lane busy");
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run));
+    EXPECT_OK(dagrt_release_run(w, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_RAN_ONCE(3);
+    CHECK_RAN_ONCE(5);
+    CHECK_BEFORE(1, 2);
+    CHECK_BEFORE(1, 3);
+    CHECKF(h_start(5) > h_start(2) && h_start(5) > h_start(3),
+           "the SUB single (start %" PRIu64 ", lane %d) overtook the SUB group submitted "
+           "before it (member starts %" PRIu64 ", %" PRIu64 ")",
+           h_start(5), h_worker_of(5), h_start(2), h_start(3));
+    CHECK(h_worker_of(2) != h_worker_of(3));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+int main(void)
+{
+    h_begin("order", 60);
+    RUN_TEST(test_later_group_waits_behind_blocked_head);
+    RUN_TEST(test_blocked_sub_group_head_stops_later_sub_singles);
+    return h_done();
+}
