@@ -10,6 +10,12 @@
  *  - the run reports the first failure;
  *  - a failing group member fails the group node and poisons its consumers; a failing SUB
  *    task poisons a NEXT_LEVEL consumer;
+ *  - a group is terminal only once every member is (Scheduler seed §6): with member 0 failed
+ *    and member 1 still running, the group is neither counted failed nor has its consumer
+ *    poisoned, until member 1 ends;
+ *  - a group with two failing members is failed once, and the run reports the first failure
+ *    (header: "the message is the first failure"): the member that failed first in time
+ *    (whatever its member index or lane), and one of the two when they fail together;
  *  - after a failed run: live_slots == 0, tensormap_entries == 0, every heap ring tail == top,
  *    and the worker runs the next graph correctly.
  */
@@ -291,6 +297,168 @@ static void test_sub_failure_poisons_next_level(void)
     teardown();
 }
 
+/* Per-member args of step tasks. */
+typedef struct {
+    uint64_t sc[4][S_COUNT];
+    dagrt_task_args a[4];
+} group_args;
+
+static void make_group(group_args *g, const h_step *steps, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        h_step_scalars(&steps[i], g->sc[i]);
+        g->a[i] = h_args(NULL, 0, g->sc[i], S_COUNT, NULL, 0);
+    }
+}
+
+/* Member 0 (lane 0) fails at once, member 1 (lane 1) waits on a gate. A single on lane 0,
+ * submitted after the group, completes: lane completions are drained in order, so member 0's
+ * failure has been seen by then. The group must still not be terminal: not counted failed,
+ * its consumer (lane 2) neither started nor poisoned, the run not done. Once the gate opens,
+ * the group fails (once) and the consumer is poisoned. */
+static void test_group_waits_for_every_member_after_a_failure(void)
+{
+    dagrt_run_id run;
+    const int32_t targets[2] = {0, 1};
+    h_step m[2];
+    group_args g;
+    dagrt_task_handle hg;
+    dagrt_dep d;
+    dagrt_run_stats_t rs;
+    uint32_t done = 9;
+    h_step c = h_step_id(52), after = h_step_id(53);
+    m[0] = h_step_id(50);
+    m[0].fail = 1;
+    m[1] = h_step_id(51);
+    m[1].wait_gate = 0;
+    make_group(&g, m, 2);
+    REQUIRE(setup());
+    REQUIRE_OK(dagrt_begin_run(O, &run));
+    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
+    d = h_dep(hg, DAGRT_DEP_KIND_RETAIN);
+    SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
+    SUBMIT_STEP(O, &after, 0, NULL, 0, NULL, 0, NULL); /* behind member 0 on lane 0 */
+    EXPECT_OK(dagrt_close_run_submission(O, run));
+    REQUIRE(H_POLL(h_end(50) != 0 && h_start(51) != 0, 5000));
+    /* `after` completed: member 0's completion (before it on lane 0) was drained */
+    CHECKF(H_POLL(run_stats(run).completed == 1, 5000), "the single behind member 0 on lane 0 "
+                                                        "did not complete");
+    h_sleep_us(50 * 1000 * h_time_scale()); /* a wrong early aggregation has happened by now */
+    rs = run_stats(run);
+    CHECKF(rs.failed == 0,
+           "the group was counted failed (run stats failed = %" PRIu64 ") while member 1 was "
+           "still running", rs.failed);
+    CHECKF(h_start(52) == 0, "the group's consumer started while a member was running");
+    CHECK_EQ_U64(rs.done, 0);
+    EXPECT_OK(dagrt_run_done(W, run, &done));
+    CHECK_EQ_U64(done, 0);
+    CHECK(h_end(51) == 0); /* member 1 still blocked */
+    h_gate_open(0);
+    EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 50 failed on purpose");
+    rs = run_stats(run);
+    CHECK_EQ_U64(rs.failed, 2); /* the group node (once) and its consumer */
+    CHECK_EQ_U64(rs.completed, 1);
+    EXPECT_OK(dagrt_release_run(W, run));
+    CHECK_RAN_ONCE(50);
+    CHECK_RAN_ONCE(51);
+    CHECK_NEVER_RAN(52);
+    CHECK_RAN_ONCE(53);
+    CHECK_BEFORE(50, 53);
+    CHECK_QUIESCENT(W);
+    check_worker_usable();
+    teardown();
+}
+
+/* Two failing members, one clearly first: member 1 (lane 1) fails at once; member 0 (lane 0,
+ * the lower member index and lane) fails only after the test has seen member 1's failure
+ * drained (a single behind it on lane 1 completed). The run reports member 1's message. */
+static void test_group_two_failures_first_is_reported(void)
+{
+    dagrt_run_id run;
+    const int32_t targets[2] = {0, 1};
+    h_step m[2];
+    group_args g;
+    dagrt_task_handle hg;
+    dagrt_dep d;
+    dagrt_run_stats_t rs;
+    h_step c = h_step_id(62), after = h_step_id(63);
+    m[0] = h_step_id(60);
+    m[0].wait_gate = 0;
+    m[0].fail = 1;
+    m[1] = h_step_id(61);
+    m[1].fail = 1;
+    make_group(&g, m, 2);
+    REQUIRE(setup());
+    REQUIRE_OK(dagrt_begin_run(O, &run));
+    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
+    d = h_dep(hg, DAGRT_DEP_KIND_WAIT);
+    SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
+    SUBMIT_STEP(O, &after, 1, NULL, 0, NULL, 0, NULL); /* behind member 1 on lane 1 */
+    EXPECT_OK(dagrt_close_run_submission(O, run));
+    CHECK(H_POLL(run_stats(run).completed == 1, 5000));
+    CHECK(h_end(60) == 0 && h_end(61) != 0);
+    h_gate_open(0); /* now member 0 fails too */
+    for (int i = 0; i < 3; i++) {
+        if (EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 61 failed on purpose"))
+            CHECKF(!h_contains(dagrt_last_error(), "step 60"), "message: \"%s\"",
+                   dagrt_last_error());
+    }
+    rs = run_stats(run);
+    CHECK_EQ_U64(rs.failed, 2); /* the group node once, and its consumer */
+    CHECK_EQ_U64(rs.completed, 1);
+    EXPECT_OK(dagrt_release_run(W, run));
+    CHECK_RAN_ONCE(60);
+    CHECK_RAN_ONCE(61);
+    CHECK_NEVER_RAN(62);
+    CHECK_RAN_ONCE(63);
+    CHECK_QUIESCENT(W);
+    check_worker_usable();
+    teardown();
+}
+
+/* Two members failing together (they meet at a barrier, then both fail): no order between
+ * the failures, so the run reports one of the two messages, and the group fails once. */
+static void test_group_two_failures_together(void)
+{
+    dagrt_run_id run;
+    const int32_t targets[2] = {1, 0};
+    h_step m[2];
+    group_args g;
+    dagrt_task_handle hg;
+    dagrt_dep d;
+    dagrt_run_stats_t rs;
+    h_step c = h_step_id(72);
+    for (int i = 0; i < 2; i++) {
+        m[i] = h_step_id(70 + (uint64_t)i);
+        m[i].barrier = 0;
+        m[i].barrier_n = 2;
+        m[i].fail = 1;
+    }
+    make_group(&g, m, 2);
+    REQUIRE(setup());
+    REQUIRE_OK(dagrt_begin_run(O, &run));
+    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
+    d = h_dep(hg, DAGRT_DEP_KIND_RETAIN);
+    SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
+    EXPECT_OK(dagrt_close_run_submission(O, run));
+    if (EXPECT_STATUS(h_wait(W, run), DAGRT_STATUS_TASK_FAILED)) {
+        const char *msg = dagrt_last_error();
+        CHECKF(h_contains(msg, "step 70 failed on purpose") !=
+                   h_contains(msg, "step 71 failed on purpose"),
+               "the run's failure names neither member's failure, or both: \"%s\"", msg);
+    }
+    rs = run_stats(run);
+    CHECK_EQ_U64(rs.failed, 2);
+    CHECK_EQ_U64(rs.completed, 0);
+    EXPECT_OK(dagrt_release_run(W, run));
+    CHECK_RAN_ONCE(70);
+    CHECK_RAN_ONCE(71);
+    CHECK_NEVER_RAN(72);
+    CHECK_QUIESCENT(W);
+    check_worker_usable();
+    teardown();
+}
+
 int main(void)
 {
     h_begin("failure", 90);
@@ -300,5 +468,8 @@ int main(void)
     RUN_TEST(test_first_failure_is_reported);
     RUN_TEST(test_group_member_failure);
     RUN_TEST(test_sub_failure_poisons_next_level);
+    RUN_TEST(test_group_waits_for_every_member_after_a_failure);
+    RUN_TEST(test_group_two_failures_first_is_reported);
+    RUN_TEST(test_group_two_failures_together);
     return h_done();
 }
