@@ -13,7 +13,10 @@
  *  - another thread calling the orchestrator while a run is being built -> WRONG_THREAD,
  *    never UB, and never disturbing the builder's own calls;
  *  - dagrt_worker_close with a run open -> WRONG_STATE; close waits for closed runs; close is
- *    idempotent; a closed worker rejects new runs; free with a run open is clean.
+ *    idempotent; a closed worker rejects new runs; free with a run open is clean;
+ *  - ready queues are partitioned by run (Scheduler seed §1): with two runs live on one
+ *    worker, a lane's FIFO pops the partition of the run holding its head first, so a task of
+ *    the earlier run made READY after a task of the later run still runs before it.
  */
 #include "harness.h"
 
@@ -586,6 +589,70 @@ static void test_worker_close(void)
     CHECK_RAN_ONCE(2);
 }
 
+/* Two live runs queue singles on one busy lane. Lane 0 runs a gated task X of run 1; a1 is
+ * posted behind it, a2 and a3 (run 1) wait in lane 0's FIFO. Run 1 is closed, run 2 queues
+ * b1 on lane 0 too. Then c1 (run 1, lane 0), the consumer of a producer on lane 1, becomes
+ * READY: it joins run 1's partition, still holding a2 and a3, so when lane 0 frees up the
+ * order is a2, a3, c1, then b1. One FIFO shared by the runs would run b1 before c1. */
+static void test_ready_queue_partitioned_by_run(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run1, run2;
+    dagrt_task_handle hp;
+    dagrt_dep d;
+    dagrt_run_stats_t rs;
+    h_step x = h_step_id(1), p = h_step_id(2), c1 = h_step_id(3), b1 = h_step_id(4);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    x.wait_gate = 0; /* lane 0 busy until gate 0 */
+    p.wait_gate = 1; /* c1's producer, on lane 1, until gate 1 */
+
+    REQUIRE_OK(dagrt_begin_run(o, &run1));
+    SUBMIT_STEP(o, &x, 0, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* lane 0 is busy */
+    SUBMIT_STEP(o, &p, 1, NULL, 0, NULL, 0, &hp);
+    d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
+    SUBMIT_STEP(o, &c1, 0, NULL, 0, &d, 1, NULL);
+    for (int i = 0; i < 3; i++) { /* a1 (posted behind X), a2, a3 (queued) */
+        h_step a = h_step_id(10 + (uint64_t)i);
+        SUBMIT_STEP(o, &a, 0, NULL, 0, NULL, 0, NULL);
+    }
+    EXPECT_OK(dagrt_close_run_submission(o, run1));
+
+    REQUIRE_OK(dagrt_begin_run(o, &run2));
+    SUBMIT_STEP(o, &b1, 0, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run2));
+    /* b1 is routed before c1 is released: closing run 2 made b1 visible to the scheduler,
+     * and a pass routes new submissions before the consumers its completions release */
+    h_gate_open(1);
+    /* p's completion was handled: c1 is READY and queued on lane 0 */
+    CHECK(H_POLL(dagrt_run_stats(w, run1, &rs) == DAGRT_STATUS_OK && rs.completed == 1, 5000));
+    CHECKF(h_start(3) == 0 && h_start(4) == 0 && h_start(10) == 0,
+           "lane 0 ran something while its task X was blocked");
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run1));
+    EXPECT_OK(h_wait(w, run2));
+    EXPECT_OK(dagrt_release_run(w, run1));
+    EXPECT_OK(dagrt_release_run(w, run2));
+    for (int id = 1; id <= 4; id++)
+        CHECK_RAN_ONCE(id);
+    for (int id = 10; id < 13; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK_BEFORE(1, 10);
+    CHECK_BEFORE(10, 11);
+    CHECK_BEFORE(11, 12);
+    CHECK_BEFORE(12, 3);
+    CHECKF(h_end(3) != 0 && h_end(3) < h_start(4),
+           "run 2's b1 (start %" PRIu64 ") ran before run 1's c1 (start %" PRIu64 "), which "
+           "became READY later but belongs to the run holding lane 0's FIFO head: the ready "
+           "queue is not partitioned by run",
+           h_start(4), h_start(3));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 int main(void)
 {
     h_begin("run", 90);
@@ -597,5 +664,6 @@ int main(void)
     RUN_TEST(test_builder_thread_moves_with_run);
     RUN_TEST(test_free_with_open_run);
     RUN_TEST(test_worker_close);
+    RUN_TEST(test_ready_queue_partitioned_by_run);
     return h_done();
 }
