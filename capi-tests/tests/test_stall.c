@@ -1,44 +1,32 @@
-/* The scheduler's stall warning (Scheduler seed §3): a group at the group FIFO head that
- * cannot launch because one target is busy reserves its other targets; when a reserved
- * target is idle with singles queued behind the reservation for five seconds, one warning
- * per episode names the group slot, the busy targets and the idle-but-queued targets. The
- * warning goes through the log hook installed with dagrt_set_log_hook. */
-#define _GNU_SOURCE 1
-#include <dagrt.h>
+/*
+ * test_stall.c: the scheduler's stall warning (Scheduler seed §3). A group at the group FIFO
+ * head that cannot launch because one target is busy reserves its other targets; when a
+ * reserved target is idle with singles queued behind the reservation for five seconds, one
+ * warning per episode names the group slot, the busy targets and the idle-but-queued targets.
+ * The warning goes through the log hook installed with dagrt_set_log_hook.
+ *  - episode 1 (head G1): no warning before 5 s; exactly one warning, naming G1, busy
+ *    target 10, idle-but-queued target 20 and its FIFO head slot; not called a deadlock; the
+ *    warning does not release the reservation;
+ *  - a head change starts a new episode with its own warning: G1 launches, G2 becomes the
+ *    blocked head. G2's idle target gets its queued single only 2.5 s after G2 became the
+ *    head: the episode (and its 5 s) starts when the structural condition appears, not when
+ *    the head blocks, so no second warning comes 4 s after it; then exactly one, naming G2.
+ * The 5 s are the engine's constant (no knob shortens them): the program takes about 16 s.
+ *
+ * Not covered: the structural condition clearing and returning under one head. Once a head's
+ * reserved target is idle with singles queued, nothing the API offers can make it busy or
+ * empty its FIFO before the head launches (reserved lanes get no singles, only the head group
+ * launches on them, and a cancelled single's entry stays in the FIFO until popped).
+ */
+#define H_BLOCK_TIMEOUT_MS 60000u /* gates stay shut for many seconds here */
+#include "harness.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#define REQ(x)                                                                             \
-    do {                                                                                   \
-        dagrt_status s_ = (x);                                                             \
-        if (s_ != DAGRT_STATUS_OK) {                                                       \
-            fprintf(stderr, "FAIL %s:%d %s -> %s: %s\n", __FILE__, __LINE__, #x,          \
-                    dagrt_status_str(s_), dagrt_last_error());                             \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d CHECK(%s)\n", __FILE__, __LINE__, #c);            \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
-
-static int failures;
-static atomic_int gate;       /* opened by the test to let the blocking task finish */
-static atomic_int ran[8];
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int warnings;
 static char last_warning[1024];
 
-static void hook(uint32_t level, const char *msg, void *user) {
+static void hook(uint32_t level, const char *msg, void *user)
+{
     (void)user;
     pthread_mutex_lock(&log_mu);
     if (level == DAGRT_LOG_LEVEL_WARN && strstr(msg, "group slot")) {
@@ -48,87 +36,146 @@ static void hook(uint32_t level, const char *msg, void *user) {
     pthread_mutex_unlock(&log_mu);
 }
 
-static int32_t exec(const dagrt_task_view *t, void *user) {
-    (void)user;
-    uint64_t id = t->scalars[0];
-    if (id == 0) { /* the single that keeps lane 0 busy */
-        for (int i = 0; i < 30000 && !atomic_load(&gate); i++) usleep(1000);
-    }
-    atomic_fetch_add(&ran[id], 1);
-    return 0;
-}
-
-static dagrt_callable C;
-
-static void submit_single(dagrt_orch_t *o, uint64_t id, int32_t lane, dagrt_task_handle *h) {
-    dagrt_task_args a = {0};
-    a.scalars = &id;
-    a.num_scalars = 1;
-    REQ(dagrt_submit_next_level(o, &C, &a, NULL, lane, h));
-}
-
-static int warning_count(void) {
+static int warning_count(void)
+{
+    int n;
     pthread_mutex_lock(&log_mu);
-    int n = warnings;
+    n = warnings;
     pthread_mutex_unlock(&log_mu);
     return n;
 }
 
-int main(void) {
+static void warning_text(char *out, size_t n)
+{
+    pthread_mutex_lock(&log_mu);
+    snprintf(out, n, "%s", last_warning);
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* Per-member args of step tasks. */
+typedef struct {
+    uint64_t sc[2][S_COUNT];
+    dagrt_task_args a[2];
+} group_args;
+
+static void make_group(group_args *g, const h_step *steps)
+{
+    for (uint32_t i = 0; i < 2; i++) {
+        h_step_scalars(&steps[i], g->sc[i]);
+        g->a[i] = h_args(NULL, 0, g->sc[i], S_COUNT, NULL, 0);
+    }
+}
+
+/* The last warning names group `group_slot`, busy target `busy` and the idle-but-queued
+ * target `idle` whose single FIFO head is `queued_slot`. */
+static void check_warning(uint64_t group_slot, int busy, int idle, uint64_t queued_slot)
+{
+    char msg[1024], want[160];
+    warning_text(msg, sizeof msg);
+    snprintf(want, sizeof want, "group slot %" PRIu64 " ", group_slot);
+    CHECKF(h_contains(msg, want), "warning does not name \"%s\": \"%s\"", want, msg);
+    snprintf(want, sizeof want, "busy targets [%d]", busy);
+    CHECKF(h_contains(msg, want), "warning does not name \"%s\": \"%s\"", want, msg);
+    snprintf(want, sizeof want, "[%d (single FIFO head slot %" PRIu64 ")]", idle, queued_slot);
+    CHECKF(h_contains(msg, want), "warning does not name \"%s\": \"%s\"", want, msg);
+    CHECKF(!h_contains(msg, "deadlock"), "a stall is not a deadlock: \"%s\"", msg);
+    fprintf(stderr, "warning: %s\n", msg);
+}
+
+static void test_stall_episodes(void)
+{
+    static const int32_t ids[3] = {10, 20, 30};
+    const int32_t t1[2] = {10, 20}, t2[2] = {10, 30};
     dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    REQ(dagrt_set_log_hook(hook, NULL));
-    REQ(dagrt_worker_new(NULL, &w));
-    REQ(dagrt_worker_add_next_level_lane(w, 10));
-    REQ(dagrt_worker_add_next_level_lane(w, 20));
-    REQ(dagrt_worker_init(w));
-    REQ(dagrt_register_callable("stall.exec", 0, DAGRT_CALLABLE_KIND_TASK, exec, NULL, &C));
-    REQ(dagrt_worker_orch(w, &o));
-    REQ(dagrt_begin_run(o, &run));
+    dagrt_task_handle g1h, g2h, s3h, s7h;
+    h_step g1s[2], g2s[2];
+    group_args g1, g2;
+    h_step b0 = h_step_id(0), s3 = h_step_id(3), l30 = h_step_id(4), s7 = h_step_id(7);
+    uint64_t t_cond;
+    warnings = 0;
+    REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
+    w = h_worker_ids(NULL, ids, 3, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    b0.wait_gate = 0;  /* lane 10 busy until gate 0: G1 blocked */
+    l30.wait_gate = 2; /* lane 30 busy until gate 2 */
+    g1s[0] = h_step_id(1);
+    g1s[0].wait_gate = 1; /* after G1 launches, lane 10 stays busy until gate 1: G2 blocked */
+    g1s[1] = h_step_id(2);
+    g2s[0] = h_step_id(5);
+    g2s[1] = h_step_id(6);
+    make_group(&g1, g1s);
+    make_group(&g2, g2s);
 
-    dagrt_task_handle busy, group, queued;
-    submit_single(o, 0, 10, &busy);   /* lane 10 busy until the gate opens */
-    usleep(100000);                   /* let it start */
-    uint64_t ids[2] = {1, 2};
-    dagrt_task_args members[2] = {{0}, {0}};
-    members[0].scalars = &ids[0];
-    members[0].num_scalars = 1;
-    members[1].scalars = &ids[1];
-    members[1].num_scalars = 1;
-    int32_t targets[2] = {10, 20};
-    REQ(dagrt_submit_next_level_group(o, &C, members, 2, NULL, targets, &group));
-    submit_single(o, 3, 20, &queued); /* idle lane 20, but reserved by the blocked group */
-    REQ(dagrt_close_run_submission(o, run));
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
+    SUBMIT_STEP(o, &l30, 30, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(0) != 0 && h_start(4) != 0, 5000));
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g1.a, 2, NULL, t1, &g1h));
+    SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, &s3h); /* idle lane 20, reserved by G1 */
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g2.a, 2, NULL, t2, &g2h));
 
-    /* Under 5 s: no warning yet, and the reservation holds the single back. */
-    usleep(2000000);
+    /* Episode 1 (head G1). Under 5 s: no warning yet, and the reservation holds S3 back. */
+    h_sleep_us(2000000);
     CHECK(warning_count() == 0);
-    CHECK(atomic_load(&ran[3]) == 0);
-    CHECK(atomic_load(&ran[1]) == 0 && atomic_load(&ran[2]) == 0);
+    CHECK_NEVER_RAN(3);
+    CHECK(h_start(1) == 0 && h_start(2) == 0);
     /* After 5 s of the structural stall: exactly one warning for the episode. */
-    for (int i = 0; i < 100 && warning_count() == 0; i++) usleep(100000);
-    usleep(1500000);
-    CHECK(warning_count() == 1);
-    char expect_slot[64];
-    snprintf(expect_slot, sizeof expect_slot, "group slot %llu", (unsigned long long)group.slot);
-    CHECK(strstr(last_warning, expect_slot) != NULL);
-    CHECK(strstr(last_warning, "busy targets [10]") != NULL);
-    char expect_queued[96];
-    snprintf(expect_queued, sizeof expect_queued, "[20 (single FIFO head slot %llu)]",
-             (unsigned long long)queued.slot);
-    CHECK(strstr(last_warning, expect_queued) != NULL);
-    fprintf(stderr, "warning: %s\n", last_warning);
+    CHECKF(H_POLL(warning_count() >= 1, 10000), "no stall warning for group slot %" PRIu64,
+           g1h.slot);
+    h_sleep_us(1500000);
+    CHECK_EQ_U64(warning_count(), 1);
+    check_warning(g1h.slot, 10, 20, s3h.slot);
     /* The warning does not release the reservation. */
-    CHECK(atomic_load(&ran[3]) == 0);
+    CHECK_NEVER_RAN(3);
 
-    atomic_store(&gate, 1);
-    REQ(dagrt_wait_run(w, run));
-    for (int i = 0; i < 4; i++) CHECK(atomic_load(&ran[i]) == 1);
-    CHECK(warning_count() == 1);
-    REQ(dagrt_release_run(w, run));
-    REQ(dagrt_set_log_hook(NULL, NULL));
+    /* G1 launches: member 1 (lane 10) stays busy, S3 runs behind member 2 on lane 20. G2
+     * becomes the blocked head, with target 30 busy too: no stall yet. */
+    h_gate_open(0);
+    CHECK(H_POLL(h_start(1) != 0 && h_end(3) != 0, 5000));
+    SUBMIT_STEP(o, &s7, 30, NULL, 0, NULL, 0, &s7h); /* behind G2's reservation of lane 30 */
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    h_sleep_us(2500000);
+    CHECK_EQ_U64(warning_count(), 1);
+    /* Lane 30 goes idle with S7 queued: episode 2 (head G2) starts now. */
+    t_cond = h_now_ms();
+    h_gate_open(2);
+    h_sleep_us(4000000);
+    CHECKF(warning_count() == 1,
+           "a second warning came %" PRIu64 " ms after G2's stall condition appeared (the "
+           "episode's 5 s must start with the condition, not with the head)",
+           h_now_ms() - t_cond);
+    CHECKF(H_POLL(warning_count() >= 2, 10000),
+           "no warning for the second episode (new head: group slot %" PRIu64 ")", g2h.slot);
+    h_sleep_us(1500000);
+    CHECK_EQ_U64(warning_count(), 2);
+    check_warning(g2h.slot, 10, 30, s7h.slot);
+    CHECK_NEVER_RAN(7);
+    CHECK(h_start(5) == 0 && h_start(6) == 0);
+
+    h_gate_open(1);
+    EXPECT_OK(h_wait(w, run));
+    EXPECT_OK(dagrt_release_run(w, run));
+    for (int id = 0; id <= 7; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK_EQ_U64(warning_count(), 2);
+    CHECK_BEFORE(0, 1);
+    CHECK_BEFORE(2, 3); /* S3 waited for G1 */
+    CHECK_BEFORE(1, 5);
+    CHECK_BEFORE(4, 6);
+    CHECK_BEFORE(6, 7); /* S7 waited for G2 */
+    CHECK(h_worker_of(5) == 10 && h_worker_of(6) == 30);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
     dagrt_worker_free(w);
-    if (failures == 0) printf("stall: passed\n");
-    return failures != 0;
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
+int main(void)
+{
+    h_begin("stall", 90);
+    RUN_TEST(test_stall_episodes);
+    return h_done();
 }
