@@ -589,11 +589,11 @@ static void test_worker_close(void)
     CHECK_RAN_ONCE(2);
 }
 
-/* Two live runs queue singles on one busy lane. Lane 0 runs a gated task X of run 1; a1 is
- * posted behind it, a2 and a3 (run 1) wait in lane 0's FIFO. Run 1 is closed, run 2 queues
- * b1 on lane 0 too. Then c1 (run 1, lane 0), the consumer of a producer on lane 1, becomes
- * READY: it joins run 1's partition, still holding a2 and a3, so when lane 0 frees up the
- * order is a2, a3, c1, then b1. One FIFO shared by the runs would run b1 before c1. */
+/* Two live runs queue singles on one busy lane. Lane 0 runs a gated task X of run 1; a1, a2
+ * and a3 (run 1) wait in lane 0's FIFO. Run 1 is closed, run 2 queues b1 on lane 0 too. Then
+ * c1 (run 1, lane 0), the consumer of a producer on lane 1, becomes READY: it joins run 1's
+ * partition, still holding a1-a3, so when lane 0 frees up the order is a1, a2, a3, c1, then
+ * b1. One FIFO shared by the runs would run b1 before c1. */
 static void test_ready_queue_partitioned_by_run(void)
 {
     dagrt_worker_t *w = h_worker(NULL, 2, 0);
@@ -614,7 +614,7 @@ static void test_ready_queue_partitioned_by_run(void)
     SUBMIT_STEP(o, &p, 1, NULL, 0, NULL, 0, &hp);
     d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
     SUBMIT_STEP(o, &c1, 0, NULL, 0, &d, 1, NULL);
-    for (int i = 0; i < 3; i++) { /* a1 (posted behind X), a2, a3 (queued) */
+    for (int i = 0; i < 3; i++) { /* a1, a2, a3 (queued) */
         h_step a = h_step_id(10 + (uint64_t)i);
         SUBMIT_STEP(o, &a, 0, NULL, 0, NULL, 0, NULL);
     }
