@@ -739,13 +739,26 @@ enum dagrt_status dagrt_worker_set_lane_cpus(struct dagrt_worker_t *worker, cons
 enum dagrt_status dagrt_worker_init(struct dagrt_worker_t *worker);
 
 /*
- Stop the worker: waits for every closed run to finish, then joins its threads. Fails with
+ Stop the worker: waits for every closed run to finish, however long that takes (see
+ `dagrt_worker_close_for` for a bounded close), then joins its threads. Fails with
  DAGRT_STATUS_WRONG_STATE if a run is still open for submission. Idempotent.
  */
 enum dagrt_status dagrt_worker_close(struct dagrt_worker_t *worker);
 
 /*
- Close (failing any open run's submission) and free the worker. NULL is a no-op.
+ Stop the worker within a cleanup budget of `timeout_ms`: as `dagrt_worker_close`, but when
+ the budget runs out with closed runs still running, `*out_closed` = 0 (status OK) and
+ nothing is torn down: the worker keeps running them and refuses new runs
+ (`dagrt_begin_run` fails with DAGRT_STATUS_WRONG_STATE); close it again later.
+ `*out_closed` = 1 once it is closed. Fails with DAGRT_STATUS_WRONG_STATE if a run is still
+ open for submission.
+ */
+enum dagrt_status dagrt_worker_close_for(struct dagrt_worker_t *worker, uint64_t timeout_ms, uint32_t *out_closed);
+
+/*
+ Close (failing any open run's submission) and free the worker. NULL is a no-op. Like
+ `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
+ `dagrt_worker_close_for` first.
  */
 void dagrt_worker_free(struct dagrt_worker_t *worker);
 

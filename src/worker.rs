@@ -63,6 +63,8 @@ pub struct Engine {
     /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
     pub lane_by_worker: HashMap<i32, u32>,
     pub stop: AtomicBool,
+    /// A close is draining the runs (its budget may have run out): new runs are refused.
+    pub closing: AtomicBool,
     /// Thread token of the thread building the open run (0: none). Read without the
     /// orchestrator lock so another thread is rejected without ever contending for it.
     pub builder: std::sync::atomic::AtomicU64,
@@ -275,6 +277,7 @@ impl Worker {
             lanes,
             lane_by_worker,
             stop: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             builder: std::sync::atomic::AtomicU64::new(0),
             reclaim_held: AtomicBool::new(false),
             trace: crate::trace::Trace::new(
@@ -367,8 +370,15 @@ impl Worker {
     /// Stop: every run must have closed submission; waits for them to finish, then stops the
     /// scheduler and lanes. Idempotent.
     pub fn close(&mut self) -> Result<()> {
+        self.close_within(None).map(|_| ())
+    }
+
+    /// `close` with a cleanup budget (Orchestrator seed, Worker.close): new runs are refused
+    /// from the start; if the closed runs are still running when the budget runs out, returns
+    /// false and tears nothing down, so a later close retries (the runs keep running).
+    pub fn close_within(&mut self, budget: Option<std::time::Duration>) -> Result<bool> {
         let Some(e) = self.engine.clone() else {
-            return Ok(());
+            return Ok(true);
         };
         if let Some(o) = &self.orch {
             let o = o.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,9 +388,15 @@ impl Worker {
                     format!("close: run {r} is still open for submission"),
                 );
             }
+            // Under the orchestrator's lock, so no begin_run is half-way past its check.
+            e.closing.store(true, Ordering::Release);
         }
+        let deadline = crate::event::deadline_after(budget);
         for r in e.runs.all() {
-            r.wait(None);
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if !r.wait(left) {
+                return Ok(false);
+            }
         }
         e.stop.store(true, Ordering::Release);
         e.sched_event.notify();
@@ -396,7 +412,7 @@ impl Worker {
         self.orch = None;
         self.engine = None;
         self.closed = true;
-        Ok(())
+        Ok(true)
     }
 }
 

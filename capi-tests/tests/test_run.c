@@ -14,6 +14,8 @@
  *    never UB, and never disturbing the builder's own calls;
  *  - dagrt_worker_close with a run open -> WRONG_STATE; close waits for closed runs; close is
  *    idempotent; a closed worker rejects new runs; free with a run open is clean;
+ *  - dagrt_worker_close_for: new runs refused at once; when the budget runs out with a run
+ *    still running, nothing is torn down and a later close succeeds;
  *  - ready queues are partitioned by run (Scheduler seed §1): with two runs live on one
  *    worker, a lane's FIFO pops the partition of the run holding its head first, so a task of
  *    the earlier run made READY after a task of the later run still runs before it.
@@ -589,6 +591,56 @@ static void test_worker_close(void)
     CHECK_RAN_ONCE(2);
 }
 
+/* Orchestrator seed, Worker.close(): new submissions are refused, the runs drain within one
+ * cleanup budget, and when it runs out nothing is torn down, so a later close retries. */
+static void test_worker_close_for(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run, r2 = 4;
+    dagrt_worker_stats_t st;
+    dagrt_run_stats_t rs;
+    uint32_t closed = 7;
+    uint64_t t0;
+    h_step s = h_step_id(1), s2 = h_step_id(2);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    s.wait_gate = 0;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
+    SUBMIT_STEP(o, &s2, 0, NULL, 0, NULL, 0, NULL);
+    EXPECT_ERROR(dagrt_worker_close_for(w, 10, &closed), DAGRT_STATUS_WRONG_STATE, "open");
+    CHECK_EQ_U64(closed, 7);
+    EXPECT_ERROR(dagrt_worker_close_for(w, 10, NULL), DAGRT_STATUS_NULL_POINTER, "out_closed");
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    REQUIRE(H_POLL(h_start(1) != 0, 5000));
+    /* the budget runs out while task 1 is blocked: not closed, nothing torn down */
+    t0 = h_now_ms();
+    EXPECT_OK(dagrt_worker_close_for(w, 100, &closed));
+    CHECK_EQ_U64(closed, 0);
+    CHECKF(h_now_ms() - t0 >= 90, "close_for returned after %" PRIu64 " ms of a 100 ms budget",
+           h_now_ms() - t0);
+    CHECK(h_end(1) == 0 && h_start(2) == 0);
+    /* the worker still answers, and refuses new runs */
+    EXPECT_OK(dagrt_worker_stats(w, &st));
+    EXPECT_OK(dagrt_run_stats(w, run, &rs));
+    EXPECT_ERROR(dagrt_begin_run(o, &r2), DAGRT_STATUS_WRONG_STATE, "closing");
+    CHECK_EQ_U64(r2, 4);
+    /* the closed run still runs to its end, and a retry closes the worker */
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run));
+    closed = 7;
+    EXPECT_OK(dagrt_worker_close_for(w, H_RUN_TIMEOUT_MS, &closed));
+    CHECK_EQ_U64(closed, 1);
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    EXPECT_OK(dagrt_worker_close_for(w, 0, &closed)); /* idempotent */
+    CHECK_EQ_U64(closed, 1);
+    EXPECT_OK(dagrt_worker_close(w));
+    EXPECT_STATUS(dagrt_worker_stats(w, &st), DAGRT_STATUS_WRONG_STATE);
+    dagrt_worker_free(w);
+}
+
 /* Two live runs queue singles on one busy lane. Lane 0 runs a gated task X of run 1; a1, a2
  * and a3 (run 1) wait in lane 0's FIFO. Run 1 is closed, run 2 queues b1 on lane 0 too. Then
  * c1 (run 1, lane 0), the consumer of a producer on lane 1, becomes READY: it joins run 1's
@@ -664,6 +716,7 @@ int main(void)
     RUN_TEST(test_builder_thread_moves_with_run);
     RUN_TEST(test_free_with_open_run);
     RUN_TEST(test_worker_close);
+    RUN_TEST(test_worker_close_for);
     RUN_TEST(test_ready_queue_partitioned_by_run);
     return h_done();
 }

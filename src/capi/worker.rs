@@ -137,14 +137,37 @@ pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| worker_mut(worker)?.worker.init())
 }
 
-/// Stop the worker: waits for every closed run to finish, then joins its threads. Fails with
+/// Stop the worker: waits for every closed run to finish, however long that takes (see
+/// `dagrt_worker_close_for` for a bounded close), then joins its threads. Fails with
 /// DAGRT_STATUS_WRONG_STATE if a run is still open for submission. Idempotent.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| worker_mut(worker)?.worker.close())
 }
 
-/// Close (failing any open run's submission) and free the worker. NULL is a no-op.
+/// Stop the worker within a cleanup budget of `timeout_ms`: as `dagrt_worker_close`, but when
+/// the budget runs out with closed runs still running, `*out_closed` = 0 (status OK) and
+/// nothing is torn down: the worker keeps running them and refuses new runs
+/// (`dagrt_begin_run` fails with DAGRT_STATUS_WRONG_STATE); close it again later.
+/// `*out_closed` = 1 once it is closed. Fails with DAGRT_STATUS_WRONG_STATE if a run is still
+/// open for submission.
+#[no_mangle]
+pub extern "C" fn dagrt_worker_close_for(
+    worker: *mut dagrt_worker_t,
+    timeout_ms: u64,
+    out_closed: *mut u32,
+) -> Status {
+    boundary(|| {
+        let out = need_mut(out_closed, "out_closed")?;
+        let budget = std::time::Duration::from_millis(timeout_ms);
+        *out = worker_mut(worker)?.worker.close_within(Some(budget))? as u32;
+        Ok(())
+    })
+}
+
+/// Close (failing any open run's submission) and free the worker. NULL is a no-op. Like
+/// `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
+/// `dagrt_worker_close_for` first.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
     let _ = boundary(|| {

@@ -139,7 +139,7 @@ impl Orchestrator {
                 format!("run {} is still open for submission; close it first", r.id),
             );
         }
-        if self.e.stopping() {
+        if self.e.stopping() || self.e.closing.load(Ordering::Acquire) {
             return err(Status::WrongState, "the worker is closing");
         }
         let run = Arc::new(Run::new(
