@@ -1,0 +1,427 @@
+/*
+ * test_fork.c: fork hygiene (Orchestrator seed §8c) and heap rings that forked children
+ * share (§5 "mapped before any fork; children inherit at the same address", §8b "heap
+ * mapped before children fork, MAP_SHARED | MAP_ANONYMOUS").
+ *  - thread-pool environment defaults: with OMP_NUM_THREADS=7 set and OPENBLAS_NUM_THREADS,
+ *    MKL_NUM_THREADS and BLIS_NUM_THREADS unset, the first dagrt_worker_init leaves
+ *    OMP_NUM_THREADS at "7" (user-supplied values win) and sets the three others to "1";
+ *    the step runs once per process: a variable unset after that stays unset through a
+ *    second worker's init;
+ *  - a dagrt_alloc buffer is shared with a child forked after init, while a run is open and
+ *    a task is running on a lane: the child finds the parent's data at the same address,
+ *    writes a pattern and _exit(0)s; the parent, and a task reading the buffer, see the
+ *    pattern; /proc/self/maps lists the buffer's mapping as shared;
+ *  - the same for an auto-allocated OUTPUT buffer: the child sees the producer task's data,
+ *    overwrites it, and the consumer task (blocked on a gate during the fork) reads the
+ *    child's values;
+ *  - the pthread_atfork handlers leave dagrt usable across forks: a thread forks repeatedly
+ *    while the main thread runs task graphs; every child exits cleanly, every run succeeds
+ *    and the worker ends quiescent.
+ * Each child touches only memory and leaves with _exit (no dagrt call, no allocation, no
+ * stdio: only async-signal-safe work after fork in a threaded process); its exit status
+ * says what it found. This file's cases must run in this order: the environment case needs
+ * the process's first dagrt_worker_init.
+ */
+#include "harness.h"
+
+#include <sys/wait.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HAVE_VALGRIND_H 1
+#endif
+#endif
+
+/* Child exit statuses. */
+#define CHILD_OK 0
+#define CHILD_SAW_WRONG_DATA 3
+
+/* First thing in a forked child: under valgrind, no leak check at its exit. The child is a
+ * one-thread copy of a threaded process, so blocks only the parent's other threads point to
+ * look lost there, and --error-exitcode would replace the child's exit status (the scan of
+ * the 4 GiB of heap rings also takes half a minute under memcheck). The parent's own leak
+ * check covers the real process; other memcheck errors in the child still fail it. A client
+ * request, not a libc call: safe after fork. */
+static inline void child_no_leak_check(void)
+{
+#ifdef HAVE_VALGRIND_H
+    VALGRIND_CLO_CHANGE("--leak-check=no");
+#endif
+}
+
+/* Whether this run can judge a child by its exit status (see child_no_leak_check). */
+static int can_fork_here(void)
+{
+#ifndef HAVE_VALGRIND_H
+    if (h_under_valgrind()) {
+        printf("skip %s: <valgrind/valgrind.h> is missing, so memcheck's leak check of the "
+               "forked child would set its exit status\n",
+               h_current_test);
+        return 0;
+    }
+#endif
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Environment defaults                                                                   */
+/* ------------------------------------------------------------------------------------- */
+
+/* The variables dagrt defaults to "1" (src/worker.rs fork_hygiene_once). */
+static const char *const pool_vars[4] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                         "MKL_NUM_THREADS", "BLIS_NUM_THREADS"};
+
+#define CHECK_ENV(name, want)                                                             \
+    do {                                                                                  \
+        const char *v_ = getenv(name);                                                    \
+        CHECKF(v_ != NULL && strcmp(v_, (want)) == 0, "%s is %s%s%s, expected \"%s\"",    \
+               (name), v_ ? "\"" : "", v_ ? v_ : "unset", v_ ? "\"" : "", (want));        \
+    } while (0)
+
+#define CHECK_UNSET(name)                                                                 \
+    do {                                                                                  \
+        const char *v_ = getenv(name);                                                    \
+        CHECKF(v_ == NULL, "%s is \"%s\", expected unset", (name), v_ ? v_ : "");         \
+    } while (0)
+
+static void test_env_defaults(void)
+{
+    dagrt_worker_t *w, *w2;
+    REQUIRE(setenv("OMP_NUM_THREADS", "7", 1) == 0);
+    for (int i = 1; i < 4; i++)
+        REQUIRE(unsetenv(pool_vars[i]) == 0);
+    for (int i = 1; i < 4; i++)
+        CHECK_UNSET(pool_vars[i]);
+
+    /* configuration alone changes nothing: the step belongs to init */
+    {
+        dagrt_worker_t *cfg_only = NULL;
+        REQUIRE_OK(dagrt_worker_new(NULL, &cfg_only));
+        EXPECT_OK(dagrt_worker_add_next_level_lane(cfg_only, 0));
+        CHECK_UNSET("MKL_NUM_THREADS");
+        dagrt_worker_free(cfg_only);
+    }
+
+    w = h_worker(NULL, 1, 0);
+    REQUIRE(w != NULL);
+    CHECK_ENV("OMP_NUM_THREADS", "7"); /* the user's value wins */
+    for (int i = 1; i < 4; i++)
+        CHECK_ENV(pool_vars[i], "1");
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+    CHECK_ENV("OMP_NUM_THREADS", "7"); /* close and free restore nothing */
+    CHECK_ENV("BLIS_NUM_THREADS", "1");
+
+    /* once per process: a second init does not set them again */
+    REQUIRE(unsetenv("MKL_NUM_THREADS") == 0);
+    REQUIRE(setenv("OPENBLAS_NUM_THREADS", "3", 1) == 0);
+    w2 = h_worker(NULL, 1, 0);
+    REQUIRE(w2 != NULL);
+    CHECK_UNSET("MKL_NUM_THREADS");
+    CHECK_ENV("OPENBLAS_NUM_THREADS", "3");
+    CHECK_ENV("OMP_NUM_THREADS", "7");
+    EXPECT_OK(dagrt_worker_close(w2));
+    dagrt_worker_free(w2);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Heap rings shared with forked children                                                 */
+/* ------------------------------------------------------------------------------------- */
+
+/* Does /proc/self/maps list the mapping that contains `p` as shared? 1 shared, 0 private,
+ * -1 not found (or unreadable). */
+static int mapping_is_shared(const void *p)
+{
+    char line[512];
+    int found = -1;
+    uintptr_t a = (uintptr_t)p;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
+            continue;
+        if (a >= lo && a < hi) {
+            found = perms[3] == 's';
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Fork a child that checks that the `n` words at `buf` hold `before + i`, writes
+ * `after + i` into each and leaves with _exit. Returns 1 if the child exited CHILD_OK,
+ * else reports why and returns 0. */
+static int fork_child_writes(volatile uint64_t *buf, size_t n, uint64_t before, uint64_t after)
+{
+    int st = 0;
+    pid_t pid, got;
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        H_FAIL("fork: %s", strerror(errno));
+        return 0;
+    }
+    if (pid == 0) {
+        child_no_leak_check();
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] != before + i)
+                _exit(CHILD_SAW_WRONG_DATA);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = after + i;
+        _exit(CHILD_OK);
+    }
+    do
+        got = waitpid(pid, &st, 0);
+    while (got < 0 && errno == EINTR);
+    if (got != pid) {
+        H_FAIL("waitpid: %s", strerror(errno));
+        return 0;
+    }
+    if (WIFSIGNALED(st)) {
+        H_FAIL("the child died of signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        return 0;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != CHILD_OK) {
+        H_FAIL("the child exited with status %d (%s)", WEXITSTATUS(st),
+               WEXITSTATUS(st) == CHILD_SAW_WRONG_DATA
+                   ? "it did not find the parent's data at the buffer's address"
+                   : "unexpected");
+        return 0;
+    }
+    return 1;
+}
+
+/* How many of the `n` words at `buf` are not `want + i` (the first one is reported). */
+static size_t count_mismatches(const volatile uint64_t *buf, size_t n, uint64_t want,
+                               const char *what)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != want + i) {
+            if (bad == 0)
+                H_FAIL("%s: word %zu is %" PRIu64 ", expected %" PRIu64
+                       " (written by the forked child): the heap ring is not shared with "
+                       "forked children",
+                       what, i, (uint64_t)buf[i], want + i);
+            bad++;
+        }
+    return bad;
+}
+
+/* Sum of `base + i` for i < n (what H_OP_READ finds). */
+static double pattern_sum(uint64_t base, uint64_t n)
+{
+    return (double)(base * n + n * (n - 1) / 2);
+}
+
+#define WORDS 512u
+
+static void test_alloc_buffer_shared_with_child(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    void *p = NULL;
+    uint64_t shape[1] = {WORDS};
+    volatile uint64_t *buf;
+    dagrt_tensor tr;
+    h_step busy = h_step_id(1), rd = h_step_id(2);
+    if (!can_fork_here())
+        return;
+    w = h_worker(NULL, 2, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    busy.wait_gate = 0;
+    rd.op = H_OP_READ;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_U64, &p, NULL));
+    REQUIRE(p != NULL);
+    buf = (volatile uint64_t *)p;
+    for (uint64_t i = 0; i < WORDS; i++)
+        buf[i] = 100 + i;
+    CHECKF(mapping_is_shared(p) == 1, "/proc/self/maps: the mapping of alloc buffer %p is %s", p,
+           mapping_is_shared(p) == 0 ? "private" : "not found");
+
+    /* a lane is inside an executor while the process forks */
+    SUBMIT_STEP(o, &busy, 0, NULL, 0, NULL, 0, NULL);
+    CHECKF(H_POLL(h_start(1) != 0, 5000), "the gated task did not start");
+
+    if (fork_child_writes(buf, WORDS, 100, 5000))
+        count_mismatches(buf, WORDS, 5000, "alloc buffer after the child exited");
+
+    /* a task reading the buffer sees what the child wrote */
+    tr = h_tensor(p, WORDS, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
+    SUBMIT_STEP(o, &rd, 1, &tr, 1, NULL, 0, NULL);
+    h_gate_open(0);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECKF(h_read[2] == pattern_sum(5000, WORDS), "the reader task saw a sum of %g, expected %g",
+           h_read[2], pattern_sum(5000, WORDS));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+static void test_auto_allocated_output_shared_with_child(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_tensor tp = h_tensor(NULL, WORDS, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor tc;
+    volatile uint64_t *buf;
+    h_step pr = h_step_id(1), co = h_step_id(2);
+    if (!can_fork_here())
+        return;
+    w = h_worker(NULL, 2, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    pr.op = H_OP_FILL;
+    pr.operand = 7;
+    co.op = H_OP_READ;
+    co.wait_gate = 0; /* reads after the gate: the fork happens while it waits */
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &pr, 0, &tp, 1, NULL, 0, NULL);
+    REQUIRE(tp.data != NULL);
+    tc = h_tensor(tp.data, WORDS, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
+    SUBMIT_STEP(o, &co, 1, &tc, 1, NULL, 0, NULL);
+    buf = (volatile uint64_t *)tp.data;
+    CHECKF(mapping_is_shared(tp.data) == 1,
+           "/proc/self/maps: the mapping of auto-allocated buffer %p is %s", tp.data,
+           mapping_is_shared(tp.data) == 0 ? "private" : "not found");
+    /* the consumer starts only after the producer ended: the buffer holds 7s */
+    CHECKF(H_POLL(h_start(2) != 0, 5000), "the consumer did not start");
+    CHECK(h_end(1) != 0);
+
+    /* the producer task's 7s are there; then the parent writes a per-word pattern for the
+     * child to find at the same address */
+    {
+        size_t bad = 0;
+        for (size_t i = 0; i < WORDS; i++)
+            bad += buf[i] != 7;
+        CHECKF(bad == 0, "%zu words of the producer's output are not 7", bad);
+        for (size_t i = 0; i < WORDS; i++)
+            buf[i] = 300 + i; /* the parent's data, for the child to find */
+    }
+    if (fork_child_writes(buf, WORDS, 300, 9000))
+        count_mismatches(buf, WORDS, 9000, "auto-allocated OUTPUT after the child exited");
+    h_gate_open(0);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_BEFORE(1, 2);
+    CHECKF(h_read[2] == pattern_sum(9000, WORDS), "the consumer task saw a sum of %g, expected %g",
+           h_read[2], pattern_sum(9000, WORDS));
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Forks while dagrt is busy                                                              */
+/* ------------------------------------------------------------------------------------- */
+
+typedef struct forker {
+    int forks;
+    atomic_int stop;
+    atomic_int done;
+    int bad_children; /* children that did not exit CHILD_OK */
+    int failed_forks;
+} forker;
+
+/* Fork `forks` times, 2 ms apart; each child leaves at once. */
+static void *forker_main(void *arg)
+{
+    forker *f = arg;
+    for (int i = 0; i < f->forks && !atomic_load(&f->stop); i++) {
+        int st = 0;
+        pid_t pid = fork(), got;
+        if (pid < 0) {
+            f->failed_forks++;
+            continue;
+        }
+        if (pid == 0) {
+            child_no_leak_check();
+            _exit(CHILD_OK);
+        }
+        do
+            got = waitpid(pid, &st, 0);
+        while (got < 0 && errno == EINTR);
+        if (got != pid || !WIFEXITED(st) || WEXITSTATUS(st) != CHILD_OK)
+            f->bad_children++;
+        h_sleep_us(2000);
+    }
+    atomic_store(&f->done, 1);
+    return NULL;
+}
+
+/* A run of a chain of `n` (<= 19) tasks appending 1 to one INOUT cell, on alternating
+ * lanes, with an auto-allocated OUTPUT per task (heap ring traffic). */
+static void chain_run(dagrt_worker_t *w, dagrt_orch_t *o, uint64_t first_id, int n)
+{
+    static uint64_t cell[1];
+    dagrt_run_id run;
+    uint64_t want = 0;
+    cell[0] = 0;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    for (int i = 0; i < n; i++) {
+        dagrt_tensor t[2];
+        h_step s = h_step_id(first_id + (uint64_t)i);
+        t[0] = h_tensor(cell, 1, DAGRT_DTYPE_U64, DAGRT_TAG_INOUT);
+        t[1] = h_tensor(NULL, 64, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
+        s.op = H_OP_APPEND;
+        s.operand = 1;
+        want = want * 10 + 1;
+        if (!SUBMIT_STEP(o, &s, i % 2, t, 2, NULL, 0, NULL))
+            break;
+    }
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECKF(cell[0] == want, "the chain computed %" PRIu64 ", expected %" PRIu64, cell[0], want);
+}
+
+static void test_forks_while_running(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    pthread_t th;
+    forker f;
+    int runs = 0;
+    if (!can_fork_here())
+        return;
+    w = h_worker(NULL, 2, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    memset(&f, 0, sizeof f);
+    f.forks = h_under_valgrind() ? 4 : 20;
+    REQUIRE(pthread_create(&th, NULL, forker_main, &f) == 0);
+    /* keep the lanes and the scheduler busy until every fork is done (at least 3 runs) */
+    while (runs < 3 || !atomic_load(&f.done)) {
+        chain_run(w, o, 100 + (uint64_t)(runs % 100) * 10, 10);
+        if (++runs >= 2000 || atomic_load(&h_failures) != 0)
+            break;
+    }
+    atomic_store(&f.stop, 1);
+    pthread_join(th, NULL);
+    CHECKF(f.failed_forks == 0, "%d of %d forks failed", f.failed_forks, f.forks);
+    CHECKF(f.bad_children == 0, "%d of %d children did not exit cleanly", f.bad_children,
+           f.forks);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
+int main(void)
+{
+    h_begin("fork", 120);
+    RUN_TEST(test_env_defaults); /* first: it needs the process's first init */
+    RUN_TEST(test_alloc_buffer_shared_with_child);
+    RUN_TEST(test_auto_allocated_output_shared_with_child);
+    RUN_TEST(test_forks_while_running);
+    return h_done();
+}
