@@ -12,6 +12,8 @@
  *    OUTPUT_EXISTING with NULL data -> INVALID_ARGUMENT;
  *  - an OUTPUT (or alloc) larger than a ring -> HEAP_EXHAUSTED with the seed's message;
  *    exhaustion by timeout with a small heap_ring_size, then recovery;
+ *  - a submit blocked on a full heap ring is woken by a slab released during its wait and
+ *    succeeds then (after the release, long before its timeout);
  *  - ring selection by scope depth: outer -> ring 0, nested 1/2/3 -> rings 1/2/3, deeper ->
  *    ring 3; after each run every ring's tail == top.
  */
@@ -282,6 +284,85 @@ static void test_heap_exhausted_by_timeout(void)
     dagrt_worker_free(w);
 }
 
+/* The helper thread of test_heap_wait_wakes_on_release: once the main thread is inside its
+ * submit (it sets `go`, then claims a slot: live slots reach 2), 50 ms more, then open gate
+ * 0, which lets task 1 finish and release its slab. */
+typedef struct heap_waker {
+    dagrt_worker_t *w;
+    atomic_int go;
+    atomic_int saw_claim;
+    atomic_uint_fast64_t opened_ms;
+} heap_waker;
+
+static void *heap_waker_main(void *arg)
+{
+    heap_waker *k = arg;
+    if (H_POLL(atomic_load(&k->go) != 0, 5000)) {
+        /* the slot is claimed before the heap wait (a synchronisation aid, not a check) */
+        atomic_store(&k->saw_claim, H_POLL(h_stats(k->w).live_slots >= 2, 1000));
+        h_sleep_us(50000);
+    }
+    atomic_store(&k->opened_ms, h_now_ms());
+    h_gate_open(0);
+    return NULL;
+}
+
+/* A submit blocked on a full heap ring wakes up when a slab is released during its wait, and
+ * succeeds then, not at its timeout: task 1 holds 48 KiB of a 64 KiB ring 1 behind gate 0
+ * with its scope ended; a 32 KiB OUTPUT submit in ring 1 blocks until a helper thread opens
+ * the gate 50 ms later. The submit takes at least those 50 ms, returns after task 1 ended,
+ * and returns long before its 10 s timeout (a waiter woken only by its deadline would find
+ * the space free then and succeed too, at the timeout). */
+static void test_heap_wait_wakes_on_release(void)
+{
+    dagrt_worker_config cfg = h_config(64u << 10, 0, 10000);
+    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor tb = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    h_step a = h_step_id(1), b = h_step_id(2);
+    heap_waker k;
+    pthread_t th;
+    dagrt_status s;
+    uint64_t t0, t1, a_end;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    a.wait_gate = 0;
+    memset(&k, 0, sizeof k);
+    k.w = w;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1 */
+    SUBMIT_STEP(o, &a, 0, &ta, 1, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_scope_end(o)); /* a's slab now waits only for a to finish */
+    REQUIRE(pthread_create(&th, NULL, heap_waker_main, &k) == 0);
+    REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1 again */
+    t0 = h_now_ms();
+    atomic_store(&k.go, 1);
+    s = h_submit_step(o, &b, 1, &tb, 1, NULL, 0, NULL);
+    t1 = h_now_ms();
+    a_end = h_end(1);
+    pthread_join(th, NULL);
+    EXPECT_OK(s);
+    CHECK(tb.data != NULL);
+    CHECKF(a_end != 0, "the submit got its 32 KiB before task 1 released its 48 KiB");
+    CHECKF(t1 - t0 >= 50 && t1 >= atomic_load(&k.opened_ms),
+           "the submit returned after %" PRIu64 " ms, before the gate opened at 50 ms", t1 - t0);
+    CHECKF(t1 - t0 < cfg.timeout_ms / 2,
+           "the blocked submit returned after %" PRIu64 " ms of its %u ms timeout: the slab "
+           "released at ~50 ms did not wake it",
+           t1 - t0, cfg.timeout_ms);
+    if (!atomic_load(&k.saw_claim))
+        printf("note: the helper did not see the submit's slot claim before opening the gate\n");
+    REQUIRE_OK(dagrt_scope_end(o));
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 /* A submit that claims a slot and then fails on the heap rolls the claim back completely: the
  * id it held for a moment was never issued. Once that sequence number is issued at another
  * table entry, a handle forged with the rolled-back id is still refused. */
@@ -393,6 +474,7 @@ int main(void)
     RUN_TEST(test_auto_allocated_output);
     RUN_TEST(test_heap_too_large);
     RUN_TEST(test_heap_exhausted_by_timeout);
+    RUN_TEST(test_heap_wait_wakes_on_release);
     RUN_TEST(test_rolled_back_claim_is_not_issued);
     RUN_TEST(test_ring_by_scope_depth);
     return h_done();
