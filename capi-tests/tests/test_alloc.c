@@ -6,6 +6,9 @@
  *    alloc handle is a valid (already satisfied) explicit dependency;
  *  - the slab is reclaimed after the run (tail == top), and inside an ended scope while the
  *    run is still open, once its writer finished;
+ *  - a writer tagged OUTPUT or OUTPUT_EXISTING creates no lifetime link: the alloc slot of
+ *    an ended scope is consumed (live slots drop, the ring's tail reaches its top) while
+ *    that writer is still blocked; an INOUT writer, in the same setting, keeps it alive;
  *  - invalid dtype / ndim / zero shape -> INVALID_ARGUMENT; no run open -> WRONG_STATE.
  */
 #include "harness.h"
@@ -171,6 +174,83 @@ static void test_reclaimed(void)
     dagrt_worker_free(w);
 }
 
+/* Only one slot is live (the writer's) and ring 1 is empty. */
+static int only_writer_left(dagrt_worker_t *w)
+{
+    dagrt_worker_stats_t st = h_stats(w);
+    return st.live_slots == 1 && h_ring_empty(&st, 1);
+}
+
+/* Inside a nested scope (ring 1): an alloc, a writer of the whole buffer tagged `tag` that
+ * waits on gate `id`, scope_end. With `linked` 0 (OUTPUT, OUTPUT_EXISTING: pure inserts), the
+ * alloc slot is consumed while the writer is still blocked: the live slots drop to the
+ * writer's alone and ring 1 is empty again (its tail reaches its top). With `linked` 1
+ * (INOUT: the writer retains the buffer's producer), slab and slot stay until the writer
+ * ends. Either way everything is reclaimed once it ends. */
+static void writer_of_alloc(dagrt_worker_t *w, dagrt_orch_t *o, uint32_t tag, uint64_t id,
+                            int linked, const char *what)
+{
+    void *p = NULL;
+    uint64_t shape[1] = {512};
+    dagrt_tensor tw;
+    dagrt_worker_stats_t st;
+    dagrt_run_stats_t rs;
+    dagrt_run_id run;
+    h_step wr = h_step_id(id);
+    wr.wait_gate = (int)id;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_scope_begin(o));
+    REQUIRE_OK(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, NULL));
+    tw = h_tensor(p, 512, DAGRT_DTYPE_F64, tag);
+    SUBMIT_STEP(o, &wr, 0, &tw, 1, NULL, 0, NULL);
+    st = h_stats(w);
+    CHECKF(st.live_slots == 2 && st.heap_top[1] - st.heap_tail[1] == 4096,
+           "%s: before scope_end, live_slots %" PRId64 " (expected 2), ring 1 holds %" PRIu64
+           " bytes (expected 4096)",
+           what, st.live_slots, st.heap_top[1] - st.heap_tail[1]);
+    REQUIRE_OK(dagrt_scope_end(o));
+    CHECKF(H_POLL(h_start((int)id) != 0, 2000), "%s: the writer did not start", what);
+    if (!linked) {
+        int consumed = H_POLL(only_writer_left(w), 2000);
+        st = h_stats(w);
+        CHECKF(consumed, "%s: the alloc slot was not consumed while its writer ran: live_slots %"
+               PRId64 " (expected 1: the writer), ring 1 top %" PRIu64 " tail %" PRIu64
+               " (expected equal): the writer created a lifetime link",
+               what, st.live_slots, st.heap_top[1], st.heap_tail[1]);
+        REQUIRE_OK(dagrt_run_stats(w, run, &rs));
+        CHECK_EQ_I64(rs.live_slots, 1);
+    } else {
+        h_sleep_us(20000);
+        st = h_stats(w);
+        CHECKF(st.live_slots == 2 && st.heap_top[1] - st.heap_tail[1] == 4096,
+               "%s: the alloc was reclaimed while its writer ran: live_slots %" PRId64
+               ", ring 1 holds %" PRIu64 " bytes",
+               what, st.live_slots, st.heap_top[1] - st.heap_tail[1]);
+    }
+    /* all of the above happened while the writer was still blocked */
+    CHECKF(h_end((int)id) == 0 && !h_timed_out((int)id),
+           "%s: the writer was no longer blocked when the alloc was checked", what);
+    h_gate_open((int)id);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(id);
+    CHECK_QUIESCENT(w);
+}
+
+/* OUTPUT and OUTPUT_EXISTING writers of an alloc buffer create no lifetime link (seed §8b:
+ * only INPUT/INOUT look the buffer's producer up); INOUT does, in the same setting. */
+static void test_output_writer_does_not_pin(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_orch_t *o;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    writer_of_alloc(w, o, DAGRT_TAG_OUTPUT, 1, 0, "OUTPUT");
+    writer_of_alloc(w, o, DAGRT_TAG_OUTPUT_EXISTING, 2, 0, "OUTPUT_EXISTING");
+    writer_of_alloc(w, o, DAGRT_TAG_INOUT, 3, 1, "INOUT");
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 static void test_invalid_alloc(void)
 {
     dagrt_worker_t *w = h_worker(NULL, 1, 0);
@@ -212,6 +292,7 @@ int main(void)
     RUN_TEST(test_alignment_and_placement);
     RUN_TEST(test_writer_then_reader);
     RUN_TEST(test_reclaimed);
+    RUN_TEST(test_output_writer_does_not_pin);
     RUN_TEST(test_invalid_alloc);
     return h_done();
 }
