@@ -272,9 +272,10 @@ typedef struct dagrt_orch_t dagrt_orch_t;
 typedef struct dagrt_worker_t dagrt_worker_t;
 
 /*
- A log hook: called from runtime threads (the scheduler thread for stall warnings) and from
- the host thread in `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that
- cannot be created or written), with a NUL-terminated message valid during the call.
+ A log hook: called from runtime threads (stall warnings: the scheduler thread, or a lane
+ thread running a scheduler pass after its job) and from the host thread in
+ `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that cannot be created or
+ written), with a NUL-terminated message valid during the call.
  */
 typedef void (*dagrt_log_fn)(uint32_t level, const char *msg, void *user);
 
