@@ -461,7 +461,8 @@ typedef struct dagrt_worker_config {
    */
   uint32_t task_window;
   /*
-   Back-pressure timeout for slot and heap reservations, in ms. Default 10000.
+   Back-pressure timeout of a submit or alloc, in ms: one bound for its slot and heap
+   reservations together. Default 10000.
    */
   uint32_t timeout_ms;
 } dagrt_worker_config;

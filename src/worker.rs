@@ -23,7 +23,8 @@ pub struct WorkerConfig {
     /// Task window: slots in flight at once (1..=16777216). Default 1048576; slot memory
     /// grows with the slots actually in flight, in chunks of 4096.
     pub task_window: u32,
-    /// Back-pressure timeout for slot and heap reservations, in ms. Default 10000.
+    /// Back-pressure timeout of a submit or alloc, in ms: one bound for its slot and heap
+    /// reservations together. Default 10000.
     pub timeout_ms: u32,
 }
 

@@ -363,6 +363,61 @@ static void test_heap_wait_wakes_on_release(void)
     dagrt_worker_free(w);
 }
 
+static void *open_gate_1_later(void *arg)
+{
+    h_sleep_us(*(const uint64_t *)arg * 1000);
+    h_gate_open(1);
+    return NULL;
+}
+
+/* One back-pressure timeout covers a submit's slot and slab together: a submit that waited
+ * most of it for a slot (window 2, both held) and then finds the heap ring still full fails
+ * when the timeout is spent, not after a second full timeout for the slab. */
+static void test_one_timeout_for_slot_and_slab(void)
+{
+    dagrt_worker_config cfg = h_config(64u << 10, 2, 1000);
+    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor tc = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3);
+    uint64_t slot_free_ms = cfg.timeout_ms * 6 / 10, t0, took;
+    pthread_t th;
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    a.wait_gate = 0; /* holds 48 KiB of ring 1 until the end */
+    b.wait_gate = 1; /* holds the window's other slot until 0.6 of the timeout */
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1 */
+    SUBMIT_STEP(o, &a, 0, &ta, 1, NULL, 0, NULL);
+    SUBMIT_STEP(o, &b, 1, NULL, 0, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_scope_end(o)); /* a and b are now held only by their gates */
+    REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1 again */
+    REQUIRE(pthread_create(&th, NULL, open_gate_1_later, &slot_free_ms) == 0);
+    t0 = h_now_ms();
+    EXPECT_ERROR(h_submit_step(o, &c, 1, &tc, 1, NULL, 0, NULL), DAGRT_STATUS_HEAP_EXHAUSTED,
+                 HEAP_MSG);
+    took = h_now_ms() - t0;
+    pthread_join(th, NULL);
+    CHECKF(h_end(2) != 0 && h_end(2) < t0 + took, "the window's slot was not freed during the "
+                                                    "submit");
+    CHECKF(took >= slot_free_ms && took < cfg.timeout_ms * 14 / 10,
+           "a submit that waited %" PRIu64 " ms for a slot then for the slab failed after %" PRIu64
+           " ms; its timeout is %u ms for both",
+           slot_free_ms, took, cfg.timeout_ms);
+    CHECK(tc.data == NULL);
+    REQUIRE_OK(dagrt_scope_end(o));
+    h_gate_open(0);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_NEVER_RAN(3);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+}
+
 /* A submit that claims a slot and then fails on the heap rolls the claim back completely: the
  * id it held for a moment was never issued. Once that sequence number is issued at another
  * table entry, a handle forged with the rolled-back id is still refused. */
@@ -475,6 +530,7 @@ int main(void)
     RUN_TEST(test_heap_too_large);
     RUN_TEST(test_heap_exhausted_by_timeout);
     RUN_TEST(test_heap_wait_wakes_on_release);
+    RUN_TEST(test_one_timeout_for_slot_and_slab);
     RUN_TEST(test_rolled_back_claim_is_not_issued);
     RUN_TEST(test_ring_by_scope_depth);
     return h_done();

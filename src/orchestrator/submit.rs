@@ -272,11 +272,14 @@ impl Orchestrator {
         if self.next_seq > LAST_SEQ {
             return Err(self.ids_exhausted());
         }
-        let deadline = self.timeout();
+        let timeout = self.timeout();
+        // One back-pressure timeout for the slot and the slab together. Only a claim from an
+        // empty free cache can wait, so only that one reads the clock.
+        let waits_from = self.free_cache.is_empty().then(std::time::Instant::now);
         let sid = match self
             .e
             .slots
-            .claim(&mut self.free_cache, self.next_seq, run.id, deadline)
+            .claim(&mut self.free_cache, self.next_seq, run.id, timeout)
         {
             Ok(sid) => sid,
             Err(ClaimError::Full) => return Err(self.window_full()),
@@ -285,7 +288,8 @@ impl Orchestrator {
         let ring = HeapRings::for_depth(self.scope.current_depth());
         let mut slab = (std::ptr::null_mut(), None);
         if bytes > 0 {
-            match self.e.heap.rings[ring].alloc(bytes, deadline) {
+            let left = waits_from.map_or(timeout, |t| timeout.saturating_sub(t.elapsed()));
+            match self.e.heap.rings[ring].alloc(bytes, left) {
                 Ok((ptr, seq)) => {
                     let lo = ptr as u64;
                     slab = (
