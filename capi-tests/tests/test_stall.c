@@ -173,9 +173,63 @@ static void test_stall_episodes(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* A single cancelled while it waits behind a blocked group head (its run's submission failed)
+ * stays in its lane's FIFO until popped, but waits for nothing: an idle target holding only
+ * such entries is no stall, and no warning comes. */
+static void test_cancelled_singles_are_no_stall(void)
+{
+    static const int32_t ids[2] = {10, 20};
+    const int32_t t1[2] = {10, 20};
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run1, run2;
+    h_step gs[2];
+    group_args g;
+    h_step b0 = h_step_id(0), s3 = h_step_id(3);
+    dagrt_run_stats_t rs;
+    warnings = 0;
+    REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
+    w = h_worker_ids(NULL, ids, 2, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    b0.wait_gate = 0; /* lane 10 busy until gate 0: the group is a blocked head */
+    gs[0] = h_step_id(1);
+    gs[1] = h_step_id(2);
+    make_group(&g, gs);
+    REQUIRE_OK(dagrt_begin_run(o, &run1));
+    SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(0) != 0, 5000));
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, t1, NULL));
+    EXPECT_OK(dagrt_close_run_submission(o, run1));
+    /* run 2: a single for idle lane 20, held back by the group's reservation, then cancelled */
+    REQUIRE_OK(dagrt_begin_run(o, &run2));
+    SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_fail_run_submission(o, run2, "cancel the queued single"));
+    REQUIRE(H_POLL(dagrt_run_stats(w, run2, &rs) == DAGRT_STATUS_OK && rs.cancelled == 1, 5000));
+    h_sleep_us(7000000); /* past the 5 s a real stall waits for its warning */
+    CHECKF(warning_count() == 0, "a stall warning for a head whose idle target held only a "
+                                 "cancelled single");
+    CHECK_NEVER_RAN(3);
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run1));
+    EXPECT_STATUS(h_wait(w, run2), DAGRT_STATUS_ORCHESTRATION_FAILED);
+    EXPECT_OK(dagrt_release_run(w, run1));
+    EXPECT_OK(dagrt_release_run(w, run2));
+    CHECK_RAN_ONCE(0);
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_NEVER_RAN(3);
+    CHECK_EQ_U64(warning_count(), 0);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
 int main(void)
 {
     h_begin("stall", 90);
     RUN_TEST(test_stall_episodes);
+    RUN_TEST(test_cancelled_singles_are_no_stall);
     return h_done();
 }

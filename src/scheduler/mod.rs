@@ -639,9 +639,19 @@ impl Sched {
             self.stall = None;
             return;
         };
-        let stalled = targets
-            .iter()
-            .any(|&l| self.lanes[l as usize].idle() && !q.singles[l as usize].is_empty());
+        // An idle target's queued singles, the first still READY: a cancelled single left in
+        // its FIFO waits for nothing.
+        let e = self.e;
+        let slots = &e.slots;
+        let queued_on = |l: u32| {
+            let live = |sid| slots.get(sid).core.is_ready(sid);
+            if self.lanes[l as usize].idle() {
+                q.singles[l as usize].first_live(live)
+            } else {
+                None
+            }
+        };
+        let stalled = targets.iter().any(|&l| queued_on(l).is_some());
         if !stalled {
             self.stall = None;
             return;
@@ -667,13 +677,8 @@ impl Sched {
             .collect();
         let queued: Vec<String> = targets
             .iter()
-            .filter(|&&l| self.lanes[l as usize].idle() && !q.singles[l as usize].is_empty())
-            .map(|&l| {
-                format!(
-                    "{} (single FIFO head slot {})",
-                    id(l),
-                    q.singles[l as usize].peek().map_or(0, |h| h.0)
-                )
+            .filter_map(|&l| {
+                queued_on(l).map(|sid| format!("{} (single FIFO head slot {sid})", id(l)))
             })
             .collect();
         crate::log::emit(

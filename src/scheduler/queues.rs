@@ -49,6 +49,16 @@ impl ReadyQueue {
         sid
     }
 
+    /// The first entry, in pop order, that `live` accepts: entries of cancelled tasks stay
+    /// queued until popped (the dispatch claim skips them), so the head may be stale.
+    pub fn first_live(&self, mut live: impl FnMut(SlotId) -> bool) -> Option<SlotId> {
+        self.parts
+            .iter()
+            .flat_map(|p| p.1.iter())
+            .map(|e| e.0)
+            .find(|&sid| live(sid))
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
