@@ -431,6 +431,18 @@ impl SlotCore {
         self.state.store(FREE, Ordering::Release);
     }
 
+    /// Forget the ids this FREE entry held (the worker renumbers its tasks from 1: see
+    /// `Orchestrator::renumber_if_quiescent`), so the stale-handle check judges new ids by
+    /// the new ones only.
+    pub fn forget_ids(&self) {
+        let mut s = lock(&self.sync);
+        debug_assert_eq!(self.state.load(Ordering::Acquire), FREE);
+        s.id = 0;
+        s.history = [0; 4];
+        s.evicted = 0;
+        s.evicted_before = 0;
+    }
+
     /// Is task `id` still READY in this slot (a queue entry naming it is live)?
     pub fn is_ready(&self, id: SlotId) -> bool {
         let s = lock(&self.sync);

@@ -659,7 +659,12 @@ enum Orch<'a> {
 impl Orch<'_> {
     fn begin_run(&mut self) -> Result<u64, ApiErr> {
         match self {
-            Orch::Rust(o) => o.begin_run().map_err(rs_err),
+            // Every run start of a quiescent Rust-API worker renumbers its tasks from 1 (the
+            // queues' entries of cancelled tasks dropped, the entries' id histories forgotten).
+            Orch::Rust(o) => {
+                o.ids_past_renumbering();
+                o.begin_run().map_err(rs_err)
+            }
             Orch::C(p) => {
                 let mut r = 0;
                 c_res(capi::orch::dagrt_begin_run(*p, &mut r))?;

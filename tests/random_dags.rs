@@ -851,6 +851,10 @@ fn build(
     // SAFETY: `rr` was just allocated; it is freed only by `finish` after the run is done.
     let rr_ref: &RunRec = unsafe { &*rr };
     let mut o = env.orch();
+    if rng.pct(50) {
+        // This run's start renumbers the worker's tasks from 1 if it finds it quiescent.
+        o.ids_past_renumbering();
+    }
     let run_id = match o.begin_run() {
         Ok(r) => r,
         Err(e) => return Err(Box::new((format!("begin_run: {e}"), None))),

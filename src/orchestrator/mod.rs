@@ -9,7 +9,7 @@
 
 use crate::callable::Entry;
 use crate::error::{err, Error, Result, Status};
-use crate::ring::first_id_of_seq;
+use crate::ring::{first_id_of_seq, LAST_SEQ};
 use crate::run::{Run, RunId, RunRef};
 use crate::scheduler::completion::{consume_all, retire};
 use crate::scope::{Scope, ScopeError, MAX_SCOPE_DEPTH};
@@ -75,6 +75,11 @@ pub struct Orchestrator {
     /// one, it gets a credit.
     last_done: SlotId,
 }
+
+/// Sequence numbers after which `begin_run` renumbers the tasks from 1 if it finds the worker
+/// quiescent: half of what a slot id can carry, so a worker that is never quiescent for that
+/// long still has the other half before it refuses submits (`ring::LAST_SEQ`).
+const RENUMBER_AFTER: u64 = LAST_SEQ / 2;
 
 /// References charged to a fan-out's producer at a time (see `Orchestrator::credit`).
 const CREDIT: i32 = 64;
@@ -142,6 +147,9 @@ impl Orchestrator {
         if self.e.stopping() || self.e.closing.load(Ordering::Acquire) {
             return err(Status::WrongState, "the worker is closing");
         }
+        if self.next_seq > RENUMBER_AFTER {
+            self.renumber_if_quiescent();
+        }
         let run = Arc::new(Run::new(
             first_id_of_seq(self.next_seq),
             self.e.run_event.clone(),
@@ -153,6 +161,38 @@ impl Orchestrator {
         let id = run.id;
         self.run = Some(run);
         Ok(id)
+    }
+
+    /// Orchestrator seed §5: task ids are unique within a compaction interval, and a
+    /// globally quiescent worker (no registered run, no live slot) may start over. Ids then
+    /// restart from 1 and every table entry forgets the ids it held; a handle of an earlier
+    /// run names a released run and is refused before its slot is looked at. Nothing that
+    /// names an old id may remain: the role's queues hold only cancelled tasks' entries by
+    /// then, and are dropped. Not quiescent: tried again at the next `begin_run`.
+    fn renumber_if_quiescent(&mut self) {
+        let e = self.e.clone();
+        if !e.runs.is_empty() || e.slots.live() != 0 {
+            return;
+        }
+        // The role's lock keeps the scheduler's passes out while its queues are dropped. (No
+        // role state yet: the scheduler thread has not started, and nothing names an id.)
+        let mut role = e.sched.lock().unwrap_or_else(|p| p.into_inner());
+        if role.as_mut().is_some_and(|s| !s.forget_dead_work()) || e.slots.live() != 0 {
+            return;
+        }
+        for slot in e.slots.iter() {
+            slot.core.forget_ids();
+        }
+        self.next_seq = 1;
+        self.last_done = 0;
+        debug_assert!(self.credit.is_none());
+    }
+
+    /// For stress tests: move the task ids past the point where `begin_run` renumbers a
+    /// quiescent worker, so that path is taken at every quiescent run start.
+    #[doc(hidden)]
+    pub fn ids_past_renumbering(&mut self) {
+        self.next_seq = self.next_seq.max(RENUMBER_AFTER + 1);
     }
 
     fn check_run_id(&self, run_id: RunId) -> Result<Arc<Run>> {

@@ -390,6 +390,7 @@ fn dedup_producers(v: &mut Vec<(SlotId, bool)>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::RENUMBER_AFTER;
     use super::*;
     use crate::callable::CallableKind;
     use crate::ring::first_id_of_seq;
@@ -401,11 +402,7 @@ mod tests {
         0
     }
 
-    /// A worker issues task ids up to LAST_SEQ; past it ids would wrap and the stale-handle
-    /// checks break, so a submit or an alloc fails cleanly (nothing claimed) and the run
-    /// still completes.
-    #[test]
-    fn a_worker_refuses_submits_past_its_last_task_id() {
+    fn worker_and_callable() -> (Worker, Callable) {
         let mut w = Worker::new(WorkerConfig::default()).unwrap();
         w.add_sub_lanes(1).unwrap();
         w.init().unwrap();
@@ -417,9 +414,21 @@ mod tests {
             std::ptr::null_mut(),
         )
         .unwrap();
+        (w, c)
+    }
+
+    /// A worker that is never quiescent (a run stays registered, so it cannot renumber)
+    /// issues task ids up to LAST_SEQ; past it ids would wrap and the stale-handle checks
+    /// break, so a submit or an alloc fails cleanly (nothing claimed) and the run still
+    /// completes.
+    #[test]
+    fn a_worker_refuses_submits_past_its_last_task_id() {
+        let (w, c) = worker_and_callable();
         let e = w.engine().unwrap().clone();
         let run = {
             let mut o = w.orchestrator().unwrap().lock().unwrap();
+            let registered = o.begin_run().unwrap();
+            o.close_run_submission(registered).unwrap();
             o.next_seq = LAST_SEQ;
             let run = o.begin_run().unwrap();
             let cfg = CallConfig::default();
@@ -438,5 +447,51 @@ mod tests {
         };
         assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
         assert!(e.runs.get(run).unwrap().result().is_ok());
+    }
+
+    /// Past half the id space, a `begin_run` that finds the worker quiescent (every run
+    /// released, no slot live) renumbers the tasks from 1; one that does not (a run still
+    /// registered) leaves the ids alone. Handles of the earlier runs stay refused.
+    #[test]
+    fn a_quiescent_worker_renumbers_its_tasks() {
+        let (w, c) = worker_and_callable();
+        let e = w.engine().unwrap().clone();
+        let cfg = CallConfig::default();
+        let a = TaskArgs::of_tensors(&mut []);
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let one_run = |o: &mut Orchestrator, deps: &[crate::task::Dep]| {
+            let run = o.begin_run().unwrap();
+            let seq = o.next_seq;
+            let mut m = a;
+            m.deps = deps.as_ptr();
+            m.num_deps = deps.len() as u32;
+            let h = o.submit(SubmitKind::Sub, &c, &[m], &cfg, &[]);
+            o.close_run_submission(run).unwrap();
+            assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
+            (run, seq, h)
+        };
+        o.next_seq = RENUMBER_AFTER + 1;
+        let (r1, seq, h1) = one_run(&mut o, &[]);
+        assert_eq!(seq, 1, "quiescent past half the id space: renumbered");
+        let h1 = h1.unwrap();
+        assert_eq!(h1.slot >> crate::ring::INDEX_BITS, 1);
+        // r1 still registered: not quiescent, no renumbering.
+        o.next_seq = RENUMBER_AFTER + 1;
+        let (r2, seq, _) = one_run(&mut o, &[]);
+        assert_eq!(seq, RENUMBER_AFTER + 1);
+        assert!(e.runs.remove_done(r1) && e.runs.remove_done(r2));
+        let (_, seq, h) = one_run(&mut o, &[]);
+        assert_eq!(seq, 1, "quiescent again: renumbered");
+        // The new task may well have h1's slot id: h1 is refused by its run all the same.
+        assert_eq!(h.unwrap().slot >> crate::ring::INDEX_BITS, 1);
+        let dep = crate::task::Dep {
+            handle: h1,
+            kind: 0,
+            reserved: 0,
+        };
+        let (_, seq, h) = one_run(&mut o, &[dep]);
+        assert_eq!(seq, 2, "a registered run: no renumbering");
+        let x = h.unwrap_err();
+        assert_eq!(x.status, Status::StaleHandle, "{}", x.msg);
     }
 }

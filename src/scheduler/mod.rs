@@ -376,6 +376,27 @@ impl Sched {
                 .all(|&sid| completion::run_building(&self.e, sid))
     }
 
+    /// Whether nothing the role holds names a task id, once what names only dead tasks is
+    /// dropped (for `Orchestrator::renumber_if_quiescent`, called on the orchestrator thread,
+    /// the ready inbox's producer, with no run registered and no slot live: every queued
+    /// entry is then a cancelled task's). False while a lane still holds or reports a job.
+    pub fn forget_dead_work(&mut self) -> bool {
+        let e = self.e;
+        if self.lanes.iter().any(|b| b.occupancy() > 0)
+            || crate::lane::completions_pending(&e)
+            || !self.reclaim.is_empty()
+        {
+            return false;
+        }
+        e.ready_in.ring();
+        while e.ready_in.pop().is_some() {}
+        if let Some(q) = self.queues.as_mut() {
+            q.clear();
+        }
+        self.stall = None;
+        true
+    }
+
     /// Stop requested and every lane idle: tell the lanes to exit.
     fn stop_lanes_if_done(&self) -> bool {
         if self.e.stop.load(Ordering::Acquire)

@@ -66,6 +66,11 @@ impl ReadyQueue {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    fn clear(&mut self) {
+        self.parts.clear();
+        self.len = 0;
+    }
 }
 
 /// All ready queues of one worker, under one mutex (`Engine::ready`).
@@ -77,6 +82,13 @@ pub struct ReadyQueues {
 }
 
 impl ReadyQueues {
+    /// Drop every entry (each names a cancelled task: see `Sched::forget_dead_work`).
+    pub fn clear(&mut self) {
+        self.singles.iter_mut().for_each(ReadyQueue::clear);
+        self.group.clear();
+        self.sub.clear();
+    }
+
     pub fn new(lanes: usize) -> ReadyQueues {
         ReadyQueues {
             singles: (0..lanes).map(|_| ReadyQueue::default()).collect(),
