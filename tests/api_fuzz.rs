@@ -3,19 +3,21 @@
 //!
 //! Each sequence drives the exported `dagrt_*` functions (called from Rust, exactly as a C
 //! host calls them) on one or two workers: worker new / add lanes / init / orch / stats /
-//! close / free; callable registration; the args builder and the tensor initialisers; runs
-//! (begin, the four submits, alloc, scope begin/end, close, fail, wait, wait_for, done,
-//! stats, release) and `dagrt_worker_submit` / `dagrt_worker_run` with an orchestration
-//! callback that itself makes random calls. At every step it picks a random call, valid or
-//! not: null required pointers, handles of another run / a released run / another worker /
-//! forged slots, unknown lane ids, duplicate group targets, SUB groups larger than the SUB
-//! lane count, bad tags / dtypes / ndim / reserved fields, null data on non-OUTPUT tensors,
-//! OUTPUT_EXISTING with null data, scope misuse (end without begin, more than 64 nested,
-//! close with scopes open), calls in the wrong state (submit with no run, begin twice,
-//! release an unfinished run, add lanes after init, calls on a closed worker), orchestrator
-//! calls from a second thread while a run is being built (WRONG_THREAD), bounded waits, and
-//! workers with tiny task windows / heap rings and short back-pressure timeouts
-//! (WINDOW_FULL / HEAP_EXHAUSTED, which must be recoverable).
+//! close / close_for (close within a cleanup budget) / free; callable registration; the
+//! args builder and the tensor initialisers; runs (begin, the four submits, alloc, scope
+//! begin/end, close, fail, wait, wait_for, done, stats, release) and `dagrt_worker_submit`
+//! / `dagrt_worker_run` with an orchestration callback that itself makes random calls. At
+//! every step it picks a random call, valid or not: null required pointers, handles of
+//! another run / a released run / another worker / forged slots, unknown lane ids,
+//! duplicate group targets, SUB groups larger than the SUB lane count, bad tags / dtypes /
+//! ndim / reserved fields, null data on non-OUTPUT tensors, OUTPUT_EXISTING with null data,
+//! scope misuse (end without begin, more than 64 nested, close with scopes open), calls in
+//! the wrong state (submit with no run, begin twice, release an unfinished run, add lanes
+//! after init, calls on a closed worker, a bounded close with a run open, new runs on a
+//! worker whose bounded close ran out of budget), orchestrator calls from a second thread
+//! while a run is being built (WRONG_THREAD), bounded waits, and workers with tiny task
+//! windows / heap rings and short back-pressure timeouts (WINDOW_FULL / HEAP_EXHAUSTED,
+//! which must be recoverable).
 //!
 //! The shadow model predicts, for every call, the set of statuses it may return: one status
 //! for a call with one defect (several only when several defects are present, or when the
@@ -42,6 +44,13 @@
 //!   never runs; a rejected submit never runs; run status, message and per-run counts
 //!   (completed / failed / cancelled) match the model;
 //! - heap placement matches the ring model (tops exact, 1024-aligned, one base per ring);
+//! - `dagrt_worker_close_for`: out_closed is 1 when no registered run can still be running
+//!   (or the budget is large and every gate opens), 0 when a run is definitely blocked on a
+//!   closed gate and the budget (0 or 1-20 ms) is far below the gate's hold; a closed = 0
+//!   comes no earlier than the budget, tears nothing down (stats exact, runs still waited
+//!   and released) and leaves the worker closing: new runs (begin, worker submit / run)
+//!   fail WRONG_STATE "closing", everything else behaves as before, and a later close or
+//!   close_for finishes the job;
 //! - no leak: after each sequence every run was closed, waited and released, and
 //!   `dagrt_worker_stats` shows live_slots 0, tensormap_entries 0, runs 0, heap tail == top
 //!   on every ring (and, once the scheduler's pass ends, nothing queued); at any time the
@@ -672,6 +681,12 @@ struct WModel {
     /// Sequence number of the next slot id (the id's high bits): one per successful
     /// submit or alloc, from 1 at init.
     next_seq: u64,
+    /// A `dagrt_worker_close_for` ran out of budget (closed = 0): the worker is still
+    /// initialised and its runs keep running, but it refuses new runs (`dagrt_begin_run`,
+    /// hence `dagrt_worker_submit` / `dagrt_worker_run`, fail WRONG_STATE "the worker is
+    /// closing") until a later close tears it down. No run can be open then: close_for
+    /// refuses to start while one is.
+    closing: bool,
 }
 
 impl WModel {
@@ -810,6 +825,10 @@ struct Totals {
     by_status: BTreeMap<&'static str, u64>,
     nodes: u64,
     ran: u64,
+    /// dagrt_worker_close_for outcomes on initialised workers (closed = 0, closed = 1), and
+    /// new runs refused while closing.
+    close_for: [u64; 2],
+    refused_closing: u64,
 }
 
 /// The liveness picture of one worker (indexed by node).
@@ -1687,6 +1706,7 @@ impl Fz {
             rings: vec![RingM::default(); 4],
             base: [None; 4],
             next_seq: 1,
+            closing: false,
         });
         if cfg.heap_ring_size >= 1 << 61 {
             // four rings of this size cannot be mapped: init fails with SYSTEM (twice: the
@@ -2123,7 +2143,258 @@ impl Fz {
                 }
                 self.drop_worker_runs(w);
                 self.workers[w].state = WState::Closed;
+                self.workers[w].closing = false;
             }
+        }
+        Ok(())
+    }
+
+    /// A budget for `dagrt_worker_close_for`: (timeout_ms, large). 0 and small budgets (1-20
+    /// ms, three orders of magnitude below GATE_LIMIT, how long a gated task can be held)
+    /// let the model say a blocked run cannot finish in time; a large one (LONG_WAIT_MS, or
+    /// u64::MAX, which overflows any deadline and so waits without bound) must see every
+    /// run finish, so it is only used once no task can stay blocked.
+    fn close_budget(&mut self) -> (u64, bool) {
+        match self.rng.below(100) {
+            0..=24 => (0, false),
+            25..=64 => (self.rng.range(1, 20), false),
+            65..=94 => (LONG_WAIT_MS, true),
+            _ => (u64::MAX, true),
+        }
+    }
+
+    /// dagrt_worker_close_for: close within a cleanup budget. Defects: a NULL worker, a NULL
+    /// out_closed (checked first; the header names no order, so with two defects either
+    /// status), a run open for submission (WRONG_STATE; nothing changes, the worker does not
+    /// start closing). A never-initialised worker is closed at once, as dagrt_worker_close
+    /// does (OK, closed = 1, and it stays configurable: there is nothing to tear down), and
+    /// so is a closed one (idempotent). On an initialised worker the model predicts
+    /// out_closed from its registered runs (begun, not released):
+    /// - 1 when every one was seen done (or there is none), and with a large budget, which
+    ///   is only used once every gate is open (now, or by a second thread 5 ms into the
+    ///   call: close_for must keep waiting for the runs it refused to tear down);
+    /// - 0 when one is definitely unfinished (a task blocked on a closed gate, or behind
+    ///   one) and the budget is 0 or small: nothing opens a gate during the call;
+    /// - either otherwise (a task may not have finished yet).
+    ///
+    /// closed = 1 tears the worker down as dagrt_worker_close does (its runs are gone).
+    /// closed = 0 must come no earlier than the budget and leaves everything standing
+    /// (stats still answer, exact) but puts the worker in the closing state
+    /// (`WModel::closing`): from then on only new runs are refused.
+    fn op_close_for(&mut self, valid: bool) -> R {
+        let wi = if valid {
+            self.primary()
+        } else {
+            self.pick_worker()
+        };
+        let r = if valid { 99 } else { self.rng.below(100) };
+        let wi = if r < 3 { None } else { wi };
+        let null_out = (3..9).contains(&r);
+        let (mut budget, mut large) = self.close_budget();
+        if large && wi.is_some_and(|w| self.any_blocked(w)) && self.rng.pct(60) {
+            // A blocked task is what lets a budget run out: use it more often than not.
+            budget = self.rng.range(0, 20);
+            large = false;
+        }
+        let mut exp = Vec::new();
+        if null_out {
+            exp.push(Status::NullPointer);
+        }
+        match wi {
+            None => exp.push(Status::NullPointer),
+            Some(w) => {
+                if self.workers[w].state == WState::Init && self.workers[w].open.is_some() {
+                    exp.push(Status::WrongState);
+                }
+            }
+        }
+        if exp.is_empty() {
+            exp.push(Status::Ok);
+        }
+        let waits =
+            exp == [Status::Ok] && wi.is_some_and(|w| self.workers[w].state == WState::Init);
+        let mut opener = None;
+        let mut want: Vec<u32> = vec![1];
+        let mut undone = None;
+        if waits {
+            let w = wi.expect("close_for on a worker");
+            if large && self.any_blocked(w) {
+                if self.rng.pct(50) {
+                    self.open_all_gates();
+                } else {
+                    // The budget is far beyond the gates' opening: every run finishes.
+                    let rec = self.rec.clone();
+                    self.log("       (gates open in 5 ms, during the close)".into());
+                    opener = Some(std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(5));
+                        for g in rec.gates.iter() {
+                            g.store(true, SeqCst);
+                        }
+                    }));
+                }
+            }
+            let mine: Vec<usize> = (0..self.runs.len())
+                .filter(|&ri| {
+                    self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone
+                })
+                .collect();
+            if !large
+                && !self.any_blocked(w)
+                && mine.iter().any(|&ri| !self.runs[ri].done_seen)
+                && self.rng.pct(30)
+            {
+                // Let every run finish first (none can stay blocked): then even budget 0
+                // must close the worker.
+                self.settle_runs(w, &mine)?;
+            }
+            let lv = self.live(w);
+            undone = mine
+                .iter()
+                .copied()
+                .find(|&ri| self.definitely_undone(ri, &lv));
+            want = if large || mine.iter().all(|&ri| self.runs[ri].done_seen) {
+                vec![1]
+            } else if undone.is_some() {
+                vec![0]
+            } else {
+                vec![0, 1]
+            };
+            if let Some(ri) = undone.filter(|_| want == [1]) {
+                // Only with a large budget and the gates opening: name the run for the log.
+                self.log(format!(
+                    "       (run {} is blocked until the gates open)",
+                    self.runs[ri].id.unwrap_or(0)
+                ));
+            }
+        }
+        let mut closed: u32 = 7;
+        let cp: *mut u32 = if null_out {
+            std::ptr::null_mut()
+        } else {
+            &mut closed
+        };
+        let p = self.wptr(wi);
+        let t0 = Instant::now();
+        let st = self.call(
+            Th::Main,
+            format!(
+                "dagrt_worker_close_for(w{}, {budget} ms, {})",
+                wi.map_or("NULL".into(), |w| w.to_string()),
+                if null_out { "NULL" } else { "&closed" }
+            ),
+            &exp,
+            || cw::dagrt_worker_close_for(p, budget, cp),
+        );
+        let el = t0.elapsed();
+        if let Some(o) = opener {
+            let _ = o.join();
+            self.open_all_gates();
+        }
+        let st = st?;
+        if st != Status::Ok {
+            return self.check(
+                closed == 7,
+                "dagrt_worker_close_for wrote out_closed on failure",
+                || format!("out_closed = {closed} after a failed call (was 7)"),
+            );
+        }
+        let w = wi.expect("close_for succeeded on a worker");
+        self.log(format!(
+            "       (closed = {closed}, expected {})",
+            want.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join("|")
+        ));
+        if !want.contains(&closed) {
+            let sig = match (closed, undone) {
+                (1, Some(ri)) => {
+                    let lv = self.live(w);
+                    match self.undone_sig(ri, &lv) {
+                        "a run reported done while it cannot be" => {
+                            "dagrt_worker_close_for: closed = 1 while a run cannot be done"
+                        }
+                        x => x,
+                    }
+                }
+                (0, _) => {
+                    "dagrt_worker_close_for: closed = 0 although every run was done or had the time to finish"
+                }
+                _ => "dagrt_worker_close_for: out_closed is neither 0 nor 1",
+            };
+            return self.fatal(
+                sig,
+                format!(
+                    "dagrt_worker_close_for(w{w}, {budget} ms) set out_closed = {closed} after {} ms, the model expected {want:?}",
+                    el.as_millis()
+                ),
+            );
+        }
+        if waits {
+            self.totals.close_for[closed as usize] += 1;
+        }
+        if closed == 1 {
+            if self.workers[w].state == WState::Init {
+                for ri in 0..self.runs.len() {
+                    if self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone {
+                        self.check_fates(ri)?;
+                    }
+                }
+                self.drop_worker_runs(w);
+                self.workers[w].state = WState::Closed;
+                self.workers[w].closing = false;
+            }
+            return Ok(());
+        }
+        // closed = 0: the budget ran out with a run still running
+        if el + Duration::from_millis(1) < Duration::from_millis(budget) {
+            self.soft(
+                "dagrt_worker_close_for gave up before its budget",
+                format!(
+                    "closed = 0 after {:.3} ms of a {budget} ms budget",
+                    el.as_micros() as f64 / 1000.0
+                ),
+            );
+        }
+        if el > Duration::from_millis(budget) + Duration::from_secs(5) {
+            self.soft(
+                "dagrt_worker_close_for overran its budget",
+                format!(
+                    "closed = 0 after {} ms of a {budget} ms budget",
+                    el.as_millis()
+                ),
+            );
+        }
+        if !self.workers[w].closing {
+            self.log(format!("       (w{w} is closing: new runs are refused)"));
+        }
+        self.workers[w].closing = true;
+        // nothing was torn down: the worker answers, with its runs still registered
+        self.check_stats_exact(w)
+    }
+
+    /// Wait for every run in `runs` (closed, none possibly blocked) and check it as done.
+    fn settle_runs(&mut self, w: usize, runs: &[usize]) -> R {
+        let p = self.workers[w].ptr;
+        for &ri in runs {
+            if self.runs[ri].done_seen {
+                continue;
+            }
+            let id = self.runs[ri].id.expect("a closed run has an id");
+            let (exp, _) = self.expected_terminal(ri);
+            let mut done: u32 = 9;
+            let dp: *mut u32 = &mut done;
+            let st = self.call(
+                Th::Main,
+                format!("dagrt_wait_run_for(w{w}, {id}, {LONG_WAIT_MS} ms, &d)"),
+                &exp,
+                || cr::dagrt_wait_run_for(p, id, LONG_WAIT_MS, dp),
+            )?;
+            self.check(done == 1, "a run did not finish", || {
+                format!("run {id} not done after {LONG_WAIT_MS} ms with no task blocked")
+            })?;
+            self.check_terminal_msg(ri, st)?;
+            self.on_done(ri)?;
         }
         Ok(())
     }
@@ -2981,10 +3252,14 @@ impl Fz {
     fn op_begin(&mut self) -> R {
         let oc = self.orch_ctx();
         let null_out = self.rng.pct(5);
+        // A worker whose close_for ran out of budget refuses new runs (it has no open run:
+        // close_for does not start while one is open, and nothing can begin one after).
+        let closing = oc.st == OState::NoRun && oc.wi.is_some_and(|w| self.workers[w].closing);
         let mut exp = match oc.st {
             OState::Null => vec![Status::NullPointer],
             OState::Closed | OState::Ready(_) => vec![Status::WrongState],
             OState::WrongThread => vec![Status::WrongThread, Status::WrongState],
+            OState::NoRun if closing => vec![Status::WrongState],
             OState::NoRun => vec![],
         };
         if null_out {
@@ -3011,6 +3286,15 @@ impl Fz {
             || co::dagrt_begin_run(orch, idp),
         )?;
         if st != Status::Ok {
+            if closing && st == Status::WrongState {
+                self.totals.refused_closing += 1;
+                let msg = self.last_msg.clone();
+                self.check(
+                    msg.contains("closing"),
+                    "dagrt_begin_run on a closing worker: message",
+                    || format!("WRONG_STATE message {msg:?} does not say the worker is closing"),
+                )?;
+            }
             return self.check(
                 id == 0xDEAD_0001,
                 "dagrt_begin_run wrote out on failure",
@@ -5610,8 +5894,14 @@ impl Fz {
                     Status::WrongThread
                 });
                 will_call = false;
+            } else if m.closing {
+                // begin_run fails before the callback: a closing worker takes no new run
+                exp.push(Status::WrongState);
+                will_call = false;
             }
         }
+        let refused_closing = exp == [Status::WrongState]
+            && wi.is_some_and(|w| self.workers[w].state == WState::Init && self.workers[w].closing);
         let rc: i32 = if self.rng.pct(22) {
             self.rng.pick(&[1, -3, 7])
         } else {
@@ -5697,6 +5987,19 @@ impl Fz {
         }
         if !will_call {
             self.note_result(Th::Main, &desc, &exp, st, &before, &after, el)?;
+            if refused_closing {
+                self.totals.refused_closing += 1;
+                self.check(
+                    after.0.contains("closing"),
+                    &format!("{fname} on a closing worker: message"),
+                    || {
+                        format!(
+                            "WRONG_STATE message {:?} does not say the worker is closing",
+                            after.0
+                        )
+                    },
+                )?;
+            }
             if !run_mode && !out_null {
                 self.check(
                     out_run == 0xDEAD_0002,
@@ -5981,6 +6284,7 @@ enum Op {
     Orch,
     Stats,
     CloseW,
+    CloseFor,
     FreeW,
     Register,
     Builder,
@@ -6021,6 +6325,11 @@ impl Fz {
         let Some(&p) = live.first() else {
             return self.op_worker_new(true);
         };
+        // a closed run not seen done yet: the runs a bounded close may have to give up on
+        let busy = self
+            .runs
+            .iter()
+            .any(|r| r.worker == p && r.closed && !r.released && !r.gone && !r.done_seen);
         let w = &self.workers[p];
         let two = live.len() >= 2;
         let open = w.open.is_some();
@@ -6037,10 +6346,34 @@ impl Fz {
                 (3, Stats),
                 (3, Orch),
                 (2, CloseW),
+                (1, CloseFor),
                 (3, Begin),
                 (2, Query),
                 (2, WorkerSubmit),
                 (1, Submit),
+            ],
+            // close_for ran out of budget: the runs go on (queries, gates, releases),
+            // new runs are refused, and another close (bounded or not) finishes the job
+            WState::Init if w.closing => vec![
+                (6, Begin),
+                (4, WorkerSubmit),
+                (2, Submit),
+                (1, CloseRun),
+                (1, FailRun),
+                (24, Query),
+                (8, Gate),
+                (6, CloseFor),
+                (3, CloseW),
+                (4, Stats),
+                (2, Orch),
+                (1, Alloc),
+                (1, AddNl),
+                (1, Init),
+                (2, Builder),
+                (1, Register),
+                (1, Misc),
+                (if two { 0 } else { 1 }, WorkerNew),
+                (if two { 2 } else { 0 }, FreeW),
             ],
             WState::Init if !open => vec![
                 (30, Begin),
@@ -6061,6 +6394,7 @@ impl Fz {
                 (1, AddSub),
                 (2, Init),
                 (2, CloseW),
+                (if busy { 8 } else { 2 }, CloseFor),
                 (if two { 0 } else { 3 }, WorkerNew),
                 (if two { 2 } else { 0 }, FreeW),
                 (2, Misc),
@@ -6082,6 +6416,7 @@ impl Fz {
                 (1, Register),
                 (3, Stats),
                 (1, CloseW),
+                (1, CloseFor),
                 (1, AddNl),
                 (1, Misc),
                 (1, TensorInit),
@@ -6096,6 +6431,7 @@ impl Fz {
                 (5, Query),
                 (3, Stats),
                 (3, CloseW),
+                (2, CloseFor),
                 (2, WorkerSubmit),
                 (2, Submit),
                 (2, Orch),
@@ -6119,6 +6455,7 @@ impl Fz {
             Orch => self.op_orch(),
             Stats => self.op_stats(),
             CloseW => self.op_close_worker(false),
+            CloseFor => self.op_close_for(false),
             FreeW => self.op_free_worker(),
             Register => self.op_register(None),
             Builder => self.op_builder(),
@@ -6151,7 +6488,9 @@ impl Fz {
         for w in self.live_workers() {
             match self.workers[w].state {
                 WState::New => {
-                    if self.rng.pct(30) {
+                    if self.rng.pct(10) {
+                        self.close_for_idle(w)?;
+                    } else if self.rng.pct(25) {
                         let p = self.workers[w].ptr;
                         self.call(
                             Th::Main,
@@ -6256,12 +6595,17 @@ impl Fz {
                         format!("stats after all runs released: live_slots {}, tensormap_entries {}, runs {}, ready_queued {}, tops {:?}, tails {:?}", s.live_slots, s.tensormap_entries, s.runs, s.ready_queued, s.heap_top, s.heap_tail)
                     })?;
                     self.check_stats(w, &s)?;
-                    self.call(
-                        Th::Main,
-                        format!("dagrt_worker_close(w{w})"),
-                        &[Status::Ok],
-                        || cw::dagrt_worker_close(p),
-                    )?;
+                    if self.rng.pct(35) {
+                        // every run was released: any budget, even 0, closes the worker
+                        self.close_for_idle(w)?;
+                    } else {
+                        self.call(
+                            Th::Main,
+                            format!("dagrt_worker_close(w{w})"),
+                            &[Status::Ok],
+                            || cw::dagrt_worker_close(p),
+                        )?;
+                    }
                     self.workers[w].state = WState::Closed;
                     self.free_worker(w)?;
                 }
@@ -6282,6 +6626,26 @@ impl Fz {
             }
         }
         self.check_executor_errors()
+    }
+
+    /// dagrt_worker_close_for on a worker with no registered run (never initialised, or
+    /// every run released): OK and closed = 1 whatever the budget.
+    fn close_for_idle(&mut self, w: usize) -> R {
+        let p = self.workers[w].ptr;
+        let (budget, _) = self.close_budget();
+        let mut closed: u32 = 7;
+        let cp: *mut u32 = &mut closed;
+        self.call(
+            Th::Main,
+            format!("dagrt_worker_close_for(w{w}, {budget} ms, &closed) [no run]"),
+            &[Status::Ok],
+            || cw::dagrt_worker_close_for(p, budget, cp),
+        )?;
+        self.check(
+            closed == 1,
+            "dagrt_worker_close_for: closed = 0 although every run was done or had the time to finish",
+            || format!("dagrt_worker_close_for(w{w}, {budget} ms) on a worker without runs set out_closed = {closed}"),
+        )
     }
 
     /// After a failed check: release everything without further checks.
@@ -6328,6 +6692,10 @@ fn run_sequence(
     totals.calls += fz.totals.calls;
     totals.nodes += fz.totals.nodes;
     totals.ran += fz.totals.ran;
+    for k in 0..2 {
+        totals.close_for[k] += fz.totals.close_for[k];
+    }
+    totals.refused_closing += fz.totals.refused_closing;
     for (k, v) in &fz.totals.by_status {
         *totals.by_status.entry(k).or_default() += v;
     }
@@ -6373,6 +6741,10 @@ fn api_sequence_fuzz() {
         .map(|(k, v)| format!("{}={v}", k.trim_start_matches("DAGRT_STATUS_")))
         .collect();
     eprintln!("api_fuzz: statuses returned: {}", hist.join(" "));
+    eprintln!(
+        "api_fuzz: dagrt_worker_close_for on initialised workers: {} closed = 0, {} closed = 1; {} new runs refused while closing",
+        totals.close_for[0], totals.close_for[1], totals.refused_closing
+    );
     if failures.is_empty() {
         return;
     }
