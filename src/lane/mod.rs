@@ -103,10 +103,10 @@ impl Mailbox {
         self.wake.notify_cond();
     }
 
-    /// Lane: wait for the next job, spinning before it parks; `None` means stop. `idle` runs, while
-    /// no job waits, at each of the wait's looks (about every 64 spins) and each time a nap
-    /// runs out: parked, the lane wakes after IDLE_NAP, then twice as long each time, up to
-    /// IDLE_NAP_MAX.
+    /// Lane: wait for the next job, spinning before it parks; `None` means stop. `idle`
+    /// runs, while no job waits, at each of the wait's looks (about every 64 spins) and each
+    /// time a nap runs out: parked, the lane wakes after IDLE_NAP, then twice as long each
+    /// time, up to IDLE_NAP_MAX.
     pub fn next(&self, mut idle: impl FnMut()) -> Option<Job> {
         let mut budget = crate::event::spin_budget();
         let mut nap = IDLE_NAP;

@@ -338,8 +338,9 @@ impl Orchestrator {
         Error::new(
             Status::WrongState,
             format!(
-                "this worker has issued all {LAST_SEQ} task ids it can tell apart; \
-                 submit to a new worker"
+                "this worker has issued all {LAST_SEQ} task ids it can tell apart without \
+                 being quiescent once (every run released), when it would renumber them; \
+                 release its runs, or submit to a new worker"
             ),
         )
     }
