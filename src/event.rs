@@ -4,8 +4,11 @@
 //! (DESIGN §6), so every wait on the hot path spins for a bounded time first, yielding its
 //! core to the threads that have work (there are only two cores), and parks only when the
 //! wait outlasts the spin budget. A notifier makes the wake syscall only when someone is parked.
+//!
+//! Under `--cfg loom` (`tests/loom_event.rs`) the atomics and the fence are loom's, the futex is
+//! emulated with a loom mutex and condvar, and no clock is read (see `clock`).
 
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{fence, yield_now, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -32,6 +35,10 @@ pub struct Event {
     /// The futex word parked waiters sleep on: a waker bumps it before waking them, so a
     /// waiter that read it before re-checking its condition cannot sleep through the wake.
     word: AtomicU32,
+    /// The futex of `word`, emulated for loom (see `futex_wait`): the lock stands for the
+    /// kernel's futex bucket lock, the condvar for its wait queue.
+    #[cfg(loom)]
+    futex: (crate::sync::Mutex<()>, crate::sync::Condvar),
 }
 
 impl Default for Event {
@@ -40,6 +47,8 @@ impl Default for Event {
             gen: AtomicU64::new(0),
             sleepers: AtomicU32::new(0),
             word: AtomicU32::new(0),
+            #[cfg(loom)]
+            futex: Default::default(),
         }
     }
 }
@@ -52,6 +61,13 @@ impl Event {
     /// An edge for generation waiters (`wait`): advance the generation and wake sleepers.
     pub fn notify(&self) {
         self.gen.fetch_add(1, Ordering::SeqCst);
+        // For loom only. The advance and the `sleepers` load below are SeqCst, and so are a
+        // waiter's increment of `sleepers` and its load of the generation: the single order
+        // of SeqCst operations lets no waiter miss the advance unless this load sees it. Loom
+        // models SeqCst accesses as AcqRel (its README, "Unsupported features") and SeqCst
+        // fences exactly; this fence, with the waiter's (`wait_inner`), gives that order back.
+        #[cfg(loom)]
+        fence(Ordering::SeqCst);
         self.wake_sleepers();
     }
 
@@ -77,7 +93,7 @@ impl Event {
     fn wake_sleepers(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.word.fetch_add(1, Ordering::SeqCst);
-            futex_wake_all(&self.word);
+            self.futex_wake_all();
         }
     }
 
@@ -136,7 +152,7 @@ impl Event {
     fn wait_inner(
         &self,
         mut cond: impl FnMut(bool) -> bool,
-        mut deadline: Option<Instant>,
+        deadline: Option<Instant>,
         budget: Duration,
         nap: Option<Duration>,
     ) -> bool {
@@ -150,16 +166,17 @@ impl Event {
         let mut i = 0u32;
         loop {
             i = i.wrapping_add(1);
-            let look = i % 64 == 0;
+            #[cfg_attr(loom, allow(clippy::modulo_one))] // LOOK_EVERY is 1 under loom
+            let look = i % clock::LOOK_EVERY == 0;
             if look {
-                let now = Instant::now();
-                if deadline.is_some_and(|d| now >= d) {
+                let now = clock::now(i);
+                if clock::expired(deadline, now) {
                     return cond(true);
                 }
                 if now.duration_since(*start.get_or_insert(now)) >= budget {
                     break;
                 }
-                std::thread::yield_now();
+                yield_now();
             } else {
                 std::hint::spin_loop();
             }
@@ -167,10 +184,16 @@ impl Event {
                 return true;
             }
         }
-        if let Some(n) = nap {
-            deadline = deadline.or_else(|| Instant::now().checked_add(n));
-        }
+        let deadline = clock::park_deadline(deadline, nap);
         self.sleepers.fetch_add(1, Ordering::SeqCst);
+        // For loom only: the increment is a full barrier on x86 (LOCK XADD), so no load of
+        // `cond` below can read a value older than a notifier's publication that came before
+        // its `sleepers` check saw no sleeper. Loom models the SeqCst increment as AcqRel,
+        // which lets it (its README, "Unsupported features"); this fence stands for the
+        // barrier. The language does not promise it to a `cond` that loads with Acquire, as
+        // the lanes' and the scheduler's do (`Ring::is_empty`): see `tests/loom_event.rs`.
+        #[cfg(loom)]
+        fence(Ordering::SeqCst);
         let met = loop {
             let seen = self.word.load(Ordering::SeqCst);
             if cond(true) {
@@ -179,57 +202,190 @@ impl Event {
             let timeout = match deadline {
                 None => None,
                 Some(d) => {
-                    let now = Instant::now();
+                    let now = clock::park_now();
                     if now >= d {
                         break false;
                     }
                     Some(d - now)
                 }
             };
-            futex_wait(&self.word, seen, timeout);
+            self.futex_wait(seen, timeout);
         };
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         met
     }
 }
 
-/// Sleep while `word` still holds `seen` (or until `timeout`); spurious returns are fine,
-/// callers re-check.
-fn futex_wait(word: &AtomicU32, seen: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a live, aligned u32 for the duration of the call; `tsp` is null or
-    // points to a timespec that outlives it. FUTEX_WAIT only reads them.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            seen,
-            tsp,
-            std::ptr::null::<u32>(),
-            0u32,
-        );
+/// The waits' view of time. The normal build reads the clock at a wait's looks (every 64th
+/// spin) and before each timed park. Under loom no time passes and a model must not depend on
+/// the host's clock: every spin is a look, a wait's clock counts its spins, and the spin
+/// budget, whatever its length, is spent after `LOOM_SPINS` of them (at once if zero), which
+/// keeps a model's state space small. A deadline (or a nap) passes when the wait would park,
+/// the earliest a real one can time out: a timed wait never blocks in a model (a loop of naps,
+/// as in `Mailbox::next`, spins), which checks the untimed waits, the ones a lost wake-up
+/// would hang.
+#[cfg(not(loom))]
+mod clock {
+    use std::time::{Duration, Instant};
+
+    /// A wait reads the clock and yields every LOOK_EVERY spins.
+    pub(super) const LOOK_EVERY: u32 = 64;
+
+    /// The time at a look, `spins` into the wait.
+    #[inline(always)]
+    pub(super) fn now(_spins: u32) -> Instant {
+        Instant::now()
+    }
+
+    /// At a look: whether the caller's deadline has passed.
+    #[inline(always)]
+    pub(super) fn expired(deadline: Option<Instant>, now: Instant) -> bool {
+        deadline.is_some_and(|d| now >= d)
+    }
+
+    /// The parked wait's deadline: the caller's, else the nap's end (read from the clock only
+    /// now: a wait met while spinning reads none for it).
+    #[inline(always)]
+    pub(super) fn park_deadline(
+        deadline: Option<Instant>,
+        nap: Option<Duration>,
+    ) -> Option<Instant> {
+        match nap {
+            Some(n) => deadline.or_else(|| Instant::now().checked_add(n)),
+            None => deadline,
+        }
+    }
+
+    /// Before a timed park: the time.
+    #[inline(always)]
+    pub(super) fn park_now() -> Instant {
+        Instant::now()
     }
 }
 
-fn futex_wake_all(word: &AtomicU32) {
-    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE does not access other memory.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0u32,
-        );
+/// See the normal build's `clock` above.
+#[cfg(loom)]
+mod clock {
+    use std::time::{Duration, Instant};
+
+    /// Every spin is a look (and a loom yield): 64 spins per look would only multiply the
+    /// interleavings of one condition check.
+    pub(super) const LOOK_EVERY: u32 = 1;
+    /// Spins a nonzero budget lasts.
+    const LOOM_SPINS: u32 = 1;
+
+    /// A wait's spin count, as its clock.
+    #[derive(Clone, Copy)]
+    pub(super) struct Spins(u32);
+
+    impl Spins {
+        /// Measured against a spin budget: nothing before LOOM_SPINS spins (so only a zero
+        /// budget is spent at the first look), everything after.
+        pub(super) fn duration_since(self, start: Spins) -> Duration {
+            if self.0 - start.0 >= LOOM_SPINS {
+                Duration::MAX
+            } else {
+                Duration::ZERO
+            }
+        }
+    }
+
+    pub(super) fn now(spins: u32) -> Spins {
+        Spins(spins)
+    }
+
+    /// No time passes while a model spins.
+    pub(super) fn expired(_deadline: Option<Instant>, _now: Spins) -> bool {
+        false
+    }
+
+    /// A timed park's deadline, which has passed by the time the wait parks.
+    #[derive(Clone, Copy, PartialEq, PartialOrd)]
+    pub(super) struct Passed;
+
+    impl std::ops::Sub for Passed {
+        type Output = Duration;
+        fn sub(self, _: Passed) -> Duration {
+            unreachable!("a timed wait times out before it parks")
+        }
+    }
+
+    pub(super) fn park_deadline(
+        deadline: Option<Instant>,
+        nap: Option<Duration>,
+    ) -> Option<Passed> {
+        (deadline.is_some() || nap.is_some()).then_some(Passed)
+    }
+
+    pub(super) fn park_now() -> Passed {
+        Passed
+    }
+}
+
+#[cfg(not(loom))]
+impl Event {
+    /// Sleep while `word` still holds `seen` (or until `timeout`); spurious returns are fine,
+    /// callers re-check.
+    fn futex_wait(&self, seen: u32, timeout: Option<Duration>) {
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `word` is a live, aligned u32 for the duration of the call; `tsp` is null or
+        // points to a timespec that outlives it. FUTEX_WAIT only reads them.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                tsp,
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+
+    fn futex_wake_all(&self) {
+        // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE does not access other memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+                std::ptr::null::<libc::timespec>(),
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+}
+
+/// The futex, emulated with loom's mutex and condvar (the same semantics, as the waits use
+/// them): FUTEX_WAIT compares the word under the futex's bucket lock, which FUTEX_WAKE takes
+/// too, so a waker that changed the word and then wakes either is seen by the comparison or
+/// finds the waiter queued. Loom's condvar has no spurious wake-ups; a real futex's spurious
+/// returns only add re-checks.
+#[cfg(loom)]
+impl Event {
+    fn futex_wait(&self, seen: u32, timeout: Option<Duration>) {
+        let (lock, queue) = &self.futex;
+        let g = crate::sync::lock(lock);
+        // A timed park returns at once (unreached: a timed wait times out before it parks,
+        // see `clock`). The lock orders the read after any wake that took it first, as the
+        // bucket lock does.
+        if timeout.is_none() && self.word.load(Ordering::Relaxed) == seen {
+            let _g = queue.wait(g);
+        }
+    }
+
+    fn futex_wake_all(&self) {
+        let _g = crate::sync::lock(&self.futex.0);
+        self.futex.1.notify_all();
     }
 }
 

@@ -1,18 +1,22 @@
 //! Synchronisation primitives, swapped for `loom`'s under `--cfg loom` so the slot protocol
-//! (publication rule, failure claim) and the SPSC handoffs can be model-checked with the code
-//! that ships.
+//! (publication rule, failure claim), the SPSC handoffs and the wake-up `Event` can be
+//! model-checked with the code that ships.
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;
 
 /// Lock a mutex, ignoring poisoning: every critical section in dagrt leaves its data
 /// consistent before anything that can panic, so a poisoned lock carries valid state.
