@@ -23,6 +23,7 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 use std::sync::{Arc as StdArc, TryLockError};
+use std::time::Duration;
 
 /// Preemption bounds. Each lost wake-up these models look for needs two preemptions (the
 /// waiter between its last condition check and its park, a notifier between its publication
@@ -34,6 +35,7 @@ const TWO_WAITERS: Option<usize> = Some(3);
 const GENERATION_WAITER: Option<usize> = Some(4);
 const HANDOFF_ONE_LANE: Option<usize> = Some(6);
 const HANDOFF_TWO_LANES: Option<usize> = Some(3);
+const HANDOFF_LONG_JOBS: Option<usize> = Some(4);
 
 /// Check `f` under loom with `bound` preemptions and print how many executions it explored.
 fn model<F>(bound: Option<usize>, f: F)
@@ -62,25 +64,30 @@ where
 /// fence and `sleepers` load against the waiter's `sleepers` increment and re-check) and the
 /// futex word keep the waiter from parking after the notifier looked. Release/Acquire on the
 /// data, as the real data are published (`Ring::push`/`is_empty`, `Mailbox::stop`).
+/// The waiter spins first (the spin budget), or parks at once (a zero budget: without the
+/// spin's yield, loom does not make its checks see what another thread stored before it).
 #[test]
 fn notify_cond_wakes_a_condition_waiter() {
-    model(EXHAUSTIVE, || {
-        let ev = Arc::new(Event::default());
-        let data = Arc::new(AtomicBool::new(false));
-        let producer = {
-            let (ev, data) = (ev.clone(), data.clone());
-            thread::spawn(move || {
-                data.store(true, Ordering::Release);
-                ev.notify_cond();
-            })
-        };
-        assert!(ev.wait_until(|| data.load(Ordering::Acquire), None));
-        producer.join().unwrap();
-    });
+    for budget in [spin_budget(), Duration::ZERO] {
+        model(EXHAUSTIVE, move || {
+            let ev = Arc::new(Event::default());
+            let data = Arc::new(AtomicBool::new(false));
+            let producer = {
+                let (ev, data) = (ev.clone(), data.clone());
+                thread::spawn(move || {
+                    data.store(true, Ordering::Release);
+                    ev.notify_cond();
+                })
+            };
+            assert!(ev.wait_until_spin(|| data.load(Ordering::Acquire), None, budget));
+            producer.join().unwrap();
+        });
+    }
 }
 
 /// (a') Two waiters on one event: `sleepers` counts both, and one wake (the futex word bumped
-/// once, every sleeper woken) must reach both, whichever of them parked.
+/// once, every sleeper woken) must reach both, whichever of them parked. One spins first,
+/// the other parks at once.
 #[test]
 fn notify_cond_wakes_every_waiter() {
     model(TWO_WAITERS, || {
@@ -88,7 +95,10 @@ fn notify_cond_wakes_every_waiter() {
         let data = Arc::new(AtomicBool::new(false));
         let waiter = {
             let (ev, data) = (ev.clone(), data.clone());
-            thread::spawn(move || assert!(ev.wait_until(|| data.load(Ordering::Acquire), None)))
+            thread::spawn(move || {
+                let met = || data.load(Ordering::Acquire);
+                assert!(ev.wait_until_spin(met, None, Duration::ZERO));
+            })
         };
         let producer = {
             let (ev, data) = (ev.clone(), data.clone());
@@ -145,6 +155,8 @@ struct Engine {
     stop: AtomicBool,
     /// Completions the lanes report in all.
     items: u32,
+    /// Every busy lane runs long jobs: the scheduler thread parks without spinning.
+    long_jobs: bool,
 }
 
 struct Sched {
@@ -152,13 +164,14 @@ struct Sched {
 }
 
 impl Engine {
-    fn new(lanes: usize, items: u32) -> Engine {
+    fn new(lanes: usize, items: u32, long_jobs: bool) -> Engine {
         Engine {
             sched: Mutex::new(Sched { drained: 0 }),
             done: (0..lanes).map(|_| Ring::default()).collect(),
             sched_event: Event::default(),
             stop: AtomicBool::new(false),
             items,
+            long_jobs,
         }
     }
 
@@ -238,16 +251,23 @@ fn scheduler_main(e: &Engine) {
                 if g.drained == e.items && !e.completions_pending() {
                     return;
                 }
-                // `(!progress).then(|| s.wait_params())`; the guard drops with the arm.
-                !progress
+                // `(!progress).then(|| s.wait_params())`, whose spin budget is zero while
+                // every busy lane runs long jobs; the guard drops with the arm.
+                (!progress).then(|| {
+                    if e.long_jobs {
+                        Duration::ZERO
+                    } else {
+                        spin_budget()
+                    }
+                })
             }
             // `None => { std::thread::yield_now(); Some((.., spin_budget())) }`.
             None => {
                 thread::yield_now();
-                true
+                Some(spin_budget())
             }
         };
-        if wait {
+        if let Some(spin) = wait {
             // The real predicate, without the parts this model has no source for (the
             // reclaim hold, `ready_in` and its doorbell).
             e.sched_event.wait_until_looking(
@@ -258,7 +278,7 @@ fn scheduler_main(e: &Engine) {
                         || e.stopping()
                 },
                 None,
-                spin_budget(),
+                spin,
             );
         }
     }
@@ -270,8 +290,8 @@ fn scheduler_main(e: &Engine) {
 /// scheduler thread (this one), which loops trying the role and waiting on `sched_event`.
 /// Every completion must be drained: one left in a ring after its lane moved on, while the
 /// scheduler thread parks, hangs the model.
-fn handoff(lanes: usize, per_lane: u32) {
-    let e = Arc::new(Engine::new(lanes, lanes as u32 * per_lane));
+fn handoff(lanes: usize, per_lane: u32, long_jobs: bool) {
+    let e = Arc::new(Engine::new(lanes, lanes as u32 * per_lane, long_jobs));
     let threads: Vec<_> = (0..lanes)
         .map(|l| {
             let e = e.clone();
@@ -296,11 +316,19 @@ fn handoff(lanes: usize, per_lane: u32) {
 /// thread contend for the role.
 #[test]
 fn role_handoff_one_lane() {
-    model(HANDOFF_ONE_LANE, || handoff(1, 2));
+    model(HANDOFF_ONE_LANE, || handoff(1, 2, false));
 }
 
 /// (c') Two lanes reporting one completion each: a lane also finds the role held by the other.
 #[test]
 fn role_handoff_two_lanes() {
-    model(HANDOFF_TWO_LANES, || handoff(2, 1));
+    model(HANDOFF_TWO_LANES, || handoff(2, 1, false));
+}
+
+/// (c'') One lane, the scheduler thread parking without spinning (`wait_params` while every
+/// busy lane runs long jobs). Without the spin's yield, loom does not make its condition check
+/// see what another thread stored before the yield.
+#[test]
+fn role_handoff_one_lane_long_jobs() {
+    model(HANDOFF_LONG_JOBS, || handoff(1, 2, true));
 }
