@@ -14,6 +14,25 @@
 //! spin budget lasts one spin, see `clock` in `src/event.rs`). A lost wake-up leaves every
 //! thread blocked (the waiter on the emulated futex, the others joined or finished), which
 //! loom reports as a deadlock; so each model passing means no interleaving loses one.
+//!
+//! What the models assume. Loom models SeqCst loads, stores and read-modify-writes as
+//! AcqRel, and only SeqCst fences exactly. Two fences that exist only under loom give back
+//! what the shipped code gets from its SeqCst RMWs: one after `notify`'s generation advance
+//! (the language's single order of SeqCst operations), one after the waiter's `sleepers`
+//! increment (x86's LOCK XADD being a full barrier). Without the second, loom finds the lost
+//! wake-up in every model here: a condition that reads with Acquire (as `Ring::is_empty` and
+//! `Mailbox`'s do) may, by the Rust (C++20) memory model, read data older than a notifier
+//! published before its fence and its `sleepers` check saw 0. x86 forbids it; the language
+//! does not. The models therefore check the protocol at x86 strength, and cannot see a
+//! weakened ordering on the two RMWs those fences follow.
+//!
+//! Each model fails (a loom deadlock) when the protocol is broken: `notify_cond` without its
+//! fence, or checking `sleepers` before it: (a), (a'), (c''), (c'); no word bump before the
+//! wake, the waiter reading the word after its check, or counting itself a sleeper only
+//! after its check: all six; `notify` waking before it advances the generation: (b), (c),
+//! (c''), (c'); a wake that reaches one sleeper only: (a'); the lane not notifying when the
+//! role is taken: (c''), (c'); a scheduler predicate without `completions_pending`: (c),
+//! (c''), (c').
 #![cfg(loom)]
 
 use dagrt::event::{spin_budget, Event};
@@ -25,10 +44,11 @@ use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 use std::sync::{Arc as StdArc, TryLockError};
 use std::time::Duration;
 
-/// Preemption bounds. Each lost wake-up these models look for needs two preemptions (the
-/// waiter between its last condition check and its park, a notifier between its publication
-/// and its sleeper check); the bounds leave a margin over that, and were raised until the run
-/// took about a second: exhaustive exploration of `role_handoff_one_lane` took 136 s.
+/// Preemption bounds. A lost wake-up needs only a few preemptions (the waiter between its
+/// last condition check and its park, a notifier between its publication and its sleeper
+/// check): each mutation listed above is found within these bounds, most at a bound of 1 or
+/// 2. Each bound is the largest that keeps its model near a second or two here; one more
+/// costs 5-10x (exhaustive exploration of `role_handoff_one_lane` took 136 s).
 /// `LOOM_MAX_PREEMPTIONS` overrides them.
 const EXHAUSTIVE: Option<usize> = None;
 const TWO_WAITERS: Option<usize> = Some(3);
@@ -64,8 +84,11 @@ where
 /// fence and `sleepers` load against the waiter's `sleepers` increment and re-check) and the
 /// futex word keep the waiter from parking after the notifier looked. Release/Acquire on the
 /// data, as the real data are published (`Ring::push`/`is_empty`, `Mailbox::stop`).
-/// The waiter spins first (the spin budget), or parks at once (a zero budget: without the
-/// spin's yield, loom does not make its checks see what another thread stored before it).
+///
+/// The waiter spins first (the spin budget), or parks at once (a zero budget). Both: after a
+/// yield, loom does not let a load return again a value it returned before the yield when a
+/// newer one exists, so a waiter whose spin yields before it parks cannot read, at its last
+/// check, the stale data it spun on: the stale read the protocol must survive is hidden.
 #[test]
 fn notify_cond_wakes_a_condition_waiter() {
     for budget in [spin_budget(), Duration::ZERO] {
@@ -326,8 +349,8 @@ fn role_handoff_two_lanes() {
 }
 
 /// (c'') One lane, the scheduler thread parking without spinning (`wait_params` while every
-/// busy lane runs long jobs). Without the spin's yield, loom does not make its condition check
-/// see what another thread stored before the yield.
+/// busy lane runs long jobs), which (see (a)) leaves its last check free to read stale data.
+/// It finds mutations the spinning variant (c) misses.
 #[test]
 fn role_handoff_one_lane_long_jobs() {
     model(HANDOFF_LONG_JOBS, || handoff(1, 2, true));
