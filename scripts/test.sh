@@ -100,10 +100,10 @@ rust_tests() {
 stage "Rust tests" rust_tests
 
 loom_models() {
-    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_slot --test loom_spsc
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_slot --test loom_spsc --test loom_event
 }
 if [ -f tests/loom_slot.rs ]; then
-    stage "loom models (tests/loom_slot.rs, tests/loom_spsc.rs)" loom_models
+    stage "loom models (tests/loom_slot.rs, tests/loom_spsc.rs, tests/loom_event.rs)" loom_models
 else
     results+=("SKIP  loom models (no tests/loom_slot.rs)")
 fi

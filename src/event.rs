@@ -61,12 +61,11 @@ impl Event {
     /// An edge for generation waiters (`wait`): advance the generation and wake sleepers.
     pub fn notify(&self) {
         self.gen.fetch_add(1, Ordering::SeqCst);
-        // For loom only. The advance and the `sleepers` load below are SeqCst, and so are a
-        // waiter's increment of `sleepers` and its load of the generation: the single order
-        // of SeqCst operations lets no waiter miss the advance unless this load sees it. Loom
-        // models SeqCst accesses as AcqRel (its README, "Unsupported features") and SeqCst
-        // fences exactly; this fence, with the waiter's (`wait_inner`), gives that order back.
-        #[cfg(loom)]
+        // The advance and the `sleepers` load below are SeqCst, and so are a waiter's
+        // increment of `sleepers` and its load of the generation: their single order already
+        // lets no waiter miss the advance. Loom models SeqCst accesses as AcqRel (its README,
+        // "Unsupported features") and SeqCst fences exactly, so the fence makes that order
+        // one `tests/loom_event.rs` checks; notify is rare (a run's close, a stall episode).
         fence(Ordering::SeqCst);
         self.wake_sleepers();
     }
@@ -186,13 +185,13 @@ impl Event {
         }
         let deadline = clock::park_deadline(deadline, nap);
         self.sleepers.fetch_add(1, Ordering::SeqCst);
-        // For loom only: the increment is a full barrier on x86 (LOCK XADD), so no load of
-        // `cond` below can read a value older than a notifier's publication that came before
-        // its `sleepers` check saw no sleeper. Loom models the SeqCst increment as AcqRel,
-        // which lets it (its README, "Unsupported features"); this fence stands for the
-        // barrier. The language does not promise it to a `cond` that loads with Acquire, as
-        // the lanes' and the scheduler's do (`Ring::is_empty`): see `tests/loom_event.rs`.
-        #[cfg(loom)]
+        // Dekker with `notify_cond`'s fence: no load of `cond` below may read a value older
+        // than a notifier's publication that came before its `sleepers` check saw no sleeper.
+        // The language promises that to a SeqCst increment followed by a SeqCst load, not to
+        // a `cond` that loads with Acquire, as the lanes' and the scheduler's do
+        // (`Ring::is_empty`); x86's LOCK XADD happens to be a full barrier, weaker CPUs need
+        // the fence (loom finds the lost wake-up without it: `tests/loom_event.rs`). One
+        // fence per park, next to a futex call.
         fence(Ordering::SeqCst);
         let met = loop {
             let seen = self.word.load(Ordering::SeqCst);

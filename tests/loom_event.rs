@@ -16,23 +16,23 @@
 //! loom reports as a deadlock; so each model passing means no interleaving loses one.
 //!
 //! What the models assume. Loom models SeqCst loads, stores and read-modify-writes as
-//! AcqRel, and only SeqCst fences exactly. Two fences that exist only under loom give back
-//! what the shipped code gets from its SeqCst RMWs: one after `notify`'s generation advance
-//! (the language's single order of SeqCst operations), one after the waiter's `sleepers`
-//! increment (x86's LOCK XADD being a full barrier). Without the second, loom finds the lost
-//! wake-up in every model here: a condition that reads with Acquire (as `Ring::is_empty` and
-//! `Mailbox`'s do) may, by the Rust (C++20) memory model, read data older than a notifier
-//! published before its fence and its `sleepers` check saw 0. x86 forbids it; the language
-//! does not. The models therefore check the protocol at x86 strength, and cannot see a
-//! weakened ordering on the two RMWs those fences follow.
-//!
+//! AcqRel, and only SeqCst fences exactly. The shipped code has a SeqCst fence after each of
+//! its two SeqCst RMWs that the protocol leans on: after `notify`'s generation advance (there
+//! the language's single order of SeqCst operations already suffices; the fence makes it one
+//! loom checks) and after the waiter's `sleepers` increment. That second one is needed by
+//! the language, not only by loom: without it loom finds the lost wake-up in every model
+//! here, since a condition that reads with Acquire (as `Ring::is_empty` and `Mailbox`'s do)
+//! may read data older than a notifier published before its fence and its `sleepers` check
+//! saw 0. x86 forbids that (LOCK XADD is a full barrier); weaker CPUs do not. The models
+//! cannot see a weakened ordering on the two RMWs the fences follow.
+
 //! Each model fails (a loom deadlock) when the protocol is broken: `notify_cond` without its
 //! fence, or checking `sleepers` before it: (a), (a'), (c''), (c'); no word bump before the
 //! wake, the waiter reading the word after its check, or counting itself a sleeper only
 //! after its check: all six; `notify` waking before it advances the generation: (b), (c),
 //! (c''), (c'); a wake that reaches one sleeper only: (a'); the lane not notifying when the
 //! role is taken: (c''), (c'); a scheduler predicate without `completions_pending`: (c),
-//! (c''), (c').
+//! (c''), (c'); either fence removed: every model that depends on it.
 #![cfg(loom)]
 
 use dagrt::event::{spin_budget, Event};
