@@ -5,18 +5,27 @@
  * Calls on matrices larger than 512 (the whole-matrix residual check) are not counted.
  * scripts/chol_efficiency.sh divides the total by threads x wall time: the share of the
  * workers' time spent in kernels, which does not depend on how fast this (noisy, shared)
- * machine runs the kernels at that moment, unlike GFLOP/s. */
+ * machine runs the kernels at that moment, unlike GFLOP/s.
+ * With KERNEL_TIMER_CPU=1 it also sums each call's thread CPU time (CLOCK_THREAD_CPUTIME_ID,
+ * a system call: two more per kernel) and prints it as "cpu_ms <ms>" after the total: wall
+ * over CPU time is the share of kernel time a lane lost to preemption. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdatomic.h>
 #include <cblas.h>
 #include <lapacke.h>
-static _Atomic long ns_total, calls;
+static _Atomic long ns_total, calls, cpu_total;
+static int with_cpu = -1;
 static long now(void){struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1000000000L+t.tv_nsec;}
+static long cpu_now(void){
+  if (with_cpu < 0) { const char *v = getenv("KERNEL_TIMER_CPU"); with_cpu = v && *v == '1'; }
+  if (!with_cpu) return 0;
+  struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&t); return t.tv_sec*1000000000L+t.tv_nsec;}
 /* Time one kernel call into the totals. */
-#define TIMED(call) long t0=now(); call; long d=now()-t0; atomic_fetch_add(&ns_total,d); atomic_fetch_add(&calls,1);
+#define TIMED(call) long c0=cpu_now(), t0=now(); call; long d=now()-t0; atomic_fetch_add(&cpu_total,cpu_now()-c0); atomic_fetch_add(&ns_total,d); atomic_fetch_add(&calls,1);
 void cblas_dgemm(const enum CBLAS_ORDER o, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
   const blasint m, const blasint n, const blasint k, const double alpha, const double *a, const blasint lda,
   const double *b, const blasint ldb, const double beta, double *c, const blasint ldc) {
@@ -42,5 +51,8 @@ lapack_int LAPACKE_dpotrf(int layout, char uplo, lapack_int n, double *a, lapack
   lapack_int x; TIMED(x=r(layout,uplo,n,a,lda)) return x;
 }
 __attribute__((destructor)) static void report(void) {
-  if (calls) fprintf(stderr, "KERNELS %ld total_ms %.2f\n", calls, ns_total / 1e6);
+  if (calls && with_cpu > 0)
+    fprintf(stderr, "KERNELS %ld total_ms %.2f cpu_ms %.2f\n", calls, ns_total / 1e6, cpu_total / 1e6);
+  else if (calls)
+    fprintf(stderr, "KERNELS %ld total_ms %.2f\n", calls, ns_total / 1e6);
 }
