@@ -2380,23 +2380,29 @@ impl Fz {
             if self.runs[ri].done_seen {
                 continue;
             }
-            let id = self.runs[ri].id.expect("a closed run has an id");
-            let (exp, _) = self.expected_terminal(ri);
-            let mut done: u32 = 9;
-            let dp: *mut u32 = &mut done;
-            let st = self.call(
-                Th::Main,
-                format!("dagrt_wait_run_for(w{w}, {id}, {LONG_WAIT_MS} ms, &d)"),
-                &exp,
-                || cr::dagrt_wait_run_for(p, id, LONG_WAIT_MS, dp),
-            )?;
-            self.check(done == 1, "a run did not finish", || {
-                format!("run {id} not done after {LONG_WAIT_MS} ms with no task blocked")
-            })?;
-            self.check_terminal_msg(ri, st)?;
-            self.on_done(ri)?;
+            self.wait_done(w, p, ri, "with no task blocked")?;
         }
         Ok(())
+    }
+
+    /// Wait (bounded) for closed run `ri` of worker `w`, which nothing blocks (`why` says
+    /// why not), and check it finished with the terminal status and message it must have.
+    fn wait_done(&mut self, w: usize, p: *mut dagrt_worker_t, ri: usize, why: &str) -> R {
+        let id = self.runs[ri].id.expect("a closed run has an id");
+        let (exp, _) = self.expected_terminal(ri);
+        let mut done: u32 = 9;
+        let dp: *mut u32 = &mut done;
+        let st = self.call(
+            Th::Main,
+            format!("dagrt_wait_run_for(w{w}, {id}, {LONG_WAIT_MS} ms, &d)"),
+            &exp,
+            || cr::dagrt_wait_run_for(p, id, LONG_WAIT_MS, dp),
+        )?;
+        self.check(done == 1, "a run did not finish", || {
+            format!("run {id} not done after {LONG_WAIT_MS} ms {why}")
+        })?;
+        self.check_terminal_msg(ri, st)?;
+        self.on_done(ri)
     }
 
     fn drop_worker_runs(&mut self, w: usize) {
@@ -6535,22 +6541,7 @@ impl Fz {
                             continue;
                         }
                         let id = self.runs[ri].id.expect("a closed run has an id");
-                        let (exp, _) = self.expected_terminal(ri);
-                        let mut done: u32 = 9;
-                        let dp: *mut u32 = &mut done;
-                        let st = self.call(
-                            Th::Main,
-                            format!("dagrt_wait_run_for(w{w}, {id}, {LONG_WAIT_MS} ms, &d)"),
-                            &exp,
-                            || cr::dagrt_wait_run_for(p, id, LONG_WAIT_MS, dp),
-                        )?;
-                        self.check(done == 1, "a run did not finish", || {
-                            format!(
-                                "run {id} not done after {LONG_WAIT_MS} ms with every gate open"
-                            )
-                        })?;
-                        self.check_terminal_msg(ri, st)?;
-                        self.on_done(ri)?;
+                        self.wait_done(w, p, ri, "with every gate open")?;
                         self.call(
                             Th::Main,
                             format!("dagrt_release_run(w{w}, {id})"),
