@@ -661,6 +661,24 @@ static inline dagrt_task_args h_args(dagrt_tensor *tensors, uint32_t nt, const u
     return a;
 }
 
+/* Per-member args of a group of step tasks (at most H_MAX_GROUP members). */
+#define H_MAX_GROUP 8
+typedef struct h_group {
+    uint64_t sc[H_MAX_GROUP][S_COUNT];
+    dagrt_task_args a[H_MAX_GROUP];
+} h_group;
+
+/* Member i runs steps[i], with tensors[i * per_member ...] when `tensors` is not NULL. */
+static inline void h_make_group(h_group *g, const h_step *steps, uint32_t n, dagrt_tensor *tensors,
+                                uint32_t per_member)
+{
+    for (uint32_t i = 0; i < n && i < H_MAX_GROUP; i++) {
+        h_step_scalars(&steps[i], g->sc[i]);
+        g->a[i] = h_args(tensors ? tensors + i * per_member : NULL, tensors ? per_member : 0,
+                         g->sc[i], S_COUNT, NULL, 0);
+    }
+}
+
 /* Submit a step task to NEXT_LEVEL lane `worker`. */
 static inline dagrt_status h_submit_step(dagrt_orch_t *o, const h_step *s, int32_t worker,
                                          dagrt_tensor *tensors, uint32_t nt,

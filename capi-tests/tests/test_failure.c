@@ -297,20 +297,6 @@ static void test_sub_failure_poisons_next_level(void)
     teardown();
 }
 
-/* Per-member args of step tasks. */
-typedef struct {
-    uint64_t sc[4][S_COUNT];
-    dagrt_task_args a[4];
-} group_args;
-
-static void make_group(group_args *g, const h_step *steps, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        h_step_scalars(&steps[i], g->sc[i]);
-        g->a[i] = h_args(NULL, 0, g->sc[i], S_COUNT, NULL, 0);
-    }
-}
-
 /* Member 0 (lane 0) fails at once, member 1 (lane 1) waits on a gate. A single on lane 0,
  * submitted after the group, completes: lane completions are drained in order, so member 0's
  * failure has been seen by then. The group must still not be terminal: not counted failed,
@@ -321,7 +307,7 @@ static void test_group_waits_for_every_member_after_a_failure(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step m[2];
-    group_args g;
+    h_group g;
     dagrt_task_handle hg;
     dagrt_dep d;
     dagrt_run_stats_t rs;
@@ -331,7 +317,7 @@ static void test_group_waits_for_every_member_after_a_failure(void)
     m[0].fail = 1;
     m[1] = h_step_id(51);
     m[1].wait_gate = 0;
-    make_group(&g, m, 2);
+    h_make_group(&g, m, 2, NULL, 0);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
@@ -377,7 +363,7 @@ static void test_group_two_failures_first_is_reported(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step m[2];
-    group_args g;
+    h_group g;
     dagrt_task_handle hg;
     dagrt_dep d;
     dagrt_run_stats_t rs;
@@ -387,7 +373,7 @@ static void test_group_two_failures_first_is_reported(void)
     m[0].fail = 1;
     m[1] = h_step_id(61);
     m[1].fail = 1;
-    make_group(&g, m, 2);
+    h_make_group(&g, m, 2, NULL, 0);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
@@ -423,7 +409,7 @@ static void test_group_two_failures_together(void)
     dagrt_run_id run;
     const int32_t targets[2] = {1, 0};
     h_step m[2];
-    group_args g;
+    h_group g;
     dagrt_task_handle hg;
     dagrt_dep d;
     dagrt_run_stats_t rs;
@@ -434,7 +420,7 @@ static void test_group_two_failures_together(void)
         m[i].barrier_n = 2;
         m[i].fail = 1;
     }
-    make_group(&g, m, 2);
+    h_make_group(&g, m, 2, NULL, 0);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));

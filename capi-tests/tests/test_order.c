@@ -15,20 +15,6 @@
 #define H_BLOCK_TIMEOUT_MS 30000u
 #include "harness.h"
 
-/* Per-member args of step tasks. */
-typedef struct {
-    uint64_t sc[8][S_COUNT];
-    dagrt_task_args a[8];
-} group_args;
-
-static void make_group(group_args *g, const h_step *steps, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        h_step_scalars(&steps[i], g->sc[i]);
-        g->a[i] = h_args(NULL, 0, g->sc[i], S_COUNT, NULL, 0);
-    }
-}
-
 /* How long a wrong dispatch gets to show up (scaled under valgrind). */
 static void settle(void)
 {
@@ -46,7 +32,7 @@ static void test_later_group_waits_behind_blocked_head(void)
     dagrt_run_id run;
     const int32_t t1[2] = {0, 1}, t2[2] = {2, 3};
     h_step g1s[2], g2s[2];
-    group_args g1, g2;
+    h_group g1, g2;
     h_step blocker = h_step_id(1), s2 = h_step_id(20), s3 = h_step_id(21);
     REQUIRE(w != NULL);
     o = h_orch(w);
@@ -55,8 +41,8 @@ static void test_later_group_waits_behind_blocked_head(void)
         g1s[i] = h_step_id(10 + (uint64_t)i);
         g2s[i] = h_step_id(12 + (uint64_t)i);
     }
-    make_group(&g1, g1s, 2);
-    make_group(&g2, g2s, 2);
+    h_make_group(&g1, g1s, 2, NULL, 0);
+    h_make_group(&g2, g2s, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &blocker, 0, NULL, 0, NULL, 0, NULL);
     REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* lane 0 is busy */
@@ -112,7 +98,7 @@ static void test_blocked_sub_group_head_stops_later_sub_singles(void)
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step ms[2];
-    group_args g;
+    h_group g;
     h_step blocker = h_step_id(1), t = h_step_id(5);
     REQUIRE(w != NULL);
     o = h_orch(w);
@@ -122,7 +108,7 @@ static void test_blocked_sub_group_head_stops_later_sub_singles(void)
         ms[i].barrier = 0;
         ms[i].barrier_n = 2;
     }
-    make_group(&g, ms, 2);
+    h_make_group(&g, ms, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     EXPECT_OK(h_submit_step_sub(o, &blocker, NULL, 0, NULL, 0, NULL));
     REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* one SUB lane busy, the other idle */

@@ -52,20 +52,6 @@ static void warning_text(char *out, size_t n)
     pthread_mutex_unlock(&log_mu);
 }
 
-/* Per-member args of step tasks. */
-typedef struct {
-    uint64_t sc[2][S_COUNT];
-    dagrt_task_args a[2];
-} group_args;
-
-static void make_group(group_args *g, const h_step *steps)
-{
-    for (uint32_t i = 0; i < 2; i++) {
-        h_step_scalars(&steps[i], g->sc[i]);
-        g->a[i] = h_args(NULL, 0, g->sc[i], S_COUNT, NULL, 0);
-    }
-}
-
 /* The last warning names group `group_slot`, busy target `busy` and the idle-but-queued
  * target `idle` whose single FIFO head is `queued_slot`. */
 static void check_warning(uint64_t group_slot, int busy, int idle, uint64_t queued_slot)
@@ -91,7 +77,7 @@ static void test_stall_episodes(void)
     dagrt_run_id run;
     dagrt_task_handle g1h, g2h, s3h, s7h;
     h_step g1s[2], g2s[2];
-    group_args g1, g2;
+    h_group g1, g2;
     h_step b0 = h_step_id(0), s3 = h_step_id(3), l30 = h_step_id(4), s7 = h_step_id(7);
     uint64_t t_cond;
     warnings = 0;
@@ -106,8 +92,8 @@ static void test_stall_episodes(void)
     g1s[1] = h_step_id(2);
     g2s[0] = h_step_id(5);
     g2s[1] = h_step_id(6);
-    make_group(&g1, g1s);
-    make_group(&g2, g2s);
+    h_make_group(&g1, g1s, 2, NULL, 0);
+    h_make_group(&g2, g2s, 2, NULL, 0);
 
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
@@ -184,7 +170,7 @@ static void test_cancelled_singles_are_no_stall(void)
     dagrt_orch_t *o;
     dagrt_run_id run1, run2;
     h_step gs[2];
-    group_args g;
+    h_group g;
     h_step b0 = h_step_id(0), s3 = h_step_id(3);
     dagrt_run_stats_t rs;
     warnings = 0;
@@ -195,7 +181,7 @@ static void test_cancelled_singles_are_no_stall(void)
     b0.wait_gate = 0; /* lane 10 busy until gate 0: the group is a blocked head */
     gs[0] = h_step_id(1);
     gs[1] = h_step_id(2);
-    make_group(&g, gs);
+    h_make_group(&g, gs, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run1));
     SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
     REQUIRE(H_POLL(h_start(0) != 0, 5000));

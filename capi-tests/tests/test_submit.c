@@ -119,22 +119,6 @@ static void test_lane_registration_errors(void)
     CHECK(w == NULL);
 }
 
-/* Build per-member args of step tasks. */
-typedef struct {
-    uint64_t sc[8][S_COUNT];
-    dagrt_task_args a[8];
-} group_args;
-
-static void make_group(group_args *g, const h_step *steps, uint32_t n, dagrt_tensor *tensors,
-                       uint32_t tensors_per_member)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        h_step_scalars(&steps[i], g->sc[i]);
-        g->a[i] = h_args(tensors ? tensors + i * tensors_per_member : NULL,
-                         tensors ? tensors_per_member : 0, g->sc[i], S_COUNT, NULL, 0);
-    }
-}
-
 static void test_group_placement_and_concurrency(void)
 {
     dagrt_worker_t *w = h_worker(NULL, 3, 0);
@@ -142,7 +126,7 @@ static void test_group_placement_and_concurrency(void)
     dagrt_run_id run;
     const int32_t targets[3] = {2, 0, 1};
     h_step steps[3];
-    group_args g;
+    h_group g;
     dagrt_task_handle gh, ch;
     dagrt_dep dep;
     dagrt_run_stats_t rs;
@@ -153,7 +137,7 @@ static void test_group_placement_and_concurrency(void)
         steps[i].barrier = 0; /* all three must be running at once to pass */
         steps[i].barrier_n = 3;
     }
-    make_group(&g, steps, 3, NULL, 0);
+    h_make_group(&g, steps, 3, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 3, NULL, targets, &gh));
     CHECK_EQ_U64(gh.run_id, run);
@@ -188,7 +172,7 @@ static void test_group_all_or_nothing(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step steps[2];
-    group_args g;
+    h_group g;
     h_step blocker = h_step_id(1), later = h_step_id(5), other = h_step_id(6);
     REQUIRE(w != NULL);
     o = h_orch(w);
@@ -198,7 +182,7 @@ static void test_group_all_or_nothing(void)
         steps[i].barrier = 1;
         steps[i].barrier_n = 2;
     }
-    make_group(&g, steps, 2, NULL, 0);
+    h_make_group(&g, steps, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &blocker, 0, NULL, 0, NULL, 0, NULL);
     REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* lane 0 is now busy */
@@ -242,7 +226,7 @@ static void test_group_rejections_leave_no_trace(void)
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step steps[2];
-    group_args g;
+    h_group g;
     double buf[2][16];
     dagrt_tensor ts[4]; /* per member: an auto-allocated OUTPUT and an OUTPUT on buf[i] */
     dagrt_task_handle h = {42, 43}, ok_h;
@@ -256,7 +240,7 @@ static void test_group_rejections_leave_no_trace(void)
         ts[2 * i] = h_tensor(NULL, 16, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
         ts[2 * i + 1] = h_tensor(buf[i], 16, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
     }
-    make_group(&g, steps, 2, ts, 2);
+    h_make_group(&g, steps, 2, ts, 2);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     before = h_stats(w);
     EXPECT_ERROR(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, dup, &h),
@@ -301,7 +285,7 @@ static void test_sub_lanes(void)
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step steps[4];
-    group_args g;
+    h_group g;
     dagrt_task_handle h = {9, 9};
     REQUIRE(w != NULL && w_nosub != NULL);
     o = h_orch(w);
@@ -316,7 +300,7 @@ static void test_sub_lanes(void)
         steps[i].barrier = 0;
         steps[i].barrier_n = 2;
     }
-    make_group(&g, steps, 4, NULL, 0);
+    h_make_group(&g, steps, 4, NULL, 0);
     EXPECT_OK(dagrt_submit_sub_group(o, h_step_callable(), g.a, 2, &h));
     CHECK_EQ_U64(h.run_id, run);
     /* larger than the SUB lane count (3): rejected */
@@ -331,13 +315,13 @@ static void test_sub_lanes(void)
     /* a group of exactly the SUB lane count is fine */
     {
         h_step s3[3];
-        group_args g3;
+        h_group g3;
         for (int i = 0; i < 3; i++) {
             s3[i] = h_step_id(20 + (uint64_t)i);
             s3[i].barrier = 1;
             s3[i].barrier_n = 3;
         }
-        make_group(&g3, s3, 3, NULL, 0);
+        h_make_group(&g3, s3, 3, NULL, 0);
         EXPECT_OK(dagrt_submit_sub_group(o, h_step_callable(), g3.a, 3, NULL));
     }
     EXPECT_OK(h_finish_run(w, o, run));
@@ -551,14 +535,14 @@ static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step steps[2];
-    group_args g;
+    h_group g;
     h_step s1 = h_step_id(1), s2 = h_step_id(2);
     REQUIRE(w != NULL);
     o = h_orch(w);
     s1.wait_gate = 0;
     for (int i = 0; i < 2; i++)
         steps[i] = h_step_id(10 + (uint64_t)i);
-    make_group(&g, steps, 2, NULL, 0);
+    h_make_group(&g, steps, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &s1, 0, NULL, 0, NULL, 0, NULL);
     REQUIRE(H_POLL(h_start(1) != 0, 5000));
