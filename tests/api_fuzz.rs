@@ -2108,14 +2108,7 @@ impl Fz {
                 self.open_all_gates();
             } else {
                 // Close while tasks are blocked: a second thread opens the gates a little later.
-                let rec = self.rec.clone();
-                self.log("       (gates open in 5 ms, during the close)".into());
-                opener = Some(std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(5));
-                    for g in rec.gates.iter() {
-                        g.store(true, SeqCst);
-                    }
-                }));
+                opener = Some(self.open_gates_during_close());
             }
         }
         let p = self.wptr(wi);
@@ -2223,14 +2216,7 @@ impl Fz {
                     self.open_all_gates();
                 } else {
                     // The budget is far beyond the gates' opening: every run finishes.
-                    let rec = self.rec.clone();
-                    self.log("       (gates open in 5 ms, during the close)".into());
-                    opener = Some(std::thread::spawn(move || {
-                        std::thread::sleep(Duration::from_millis(5));
-                        for g in rec.gates.iter() {
-                            g.store(true, SeqCst);
-                        }
-                    }));
+                    opener = Some(self.open_gates_during_close());
                 }
             }
             let mine: Vec<usize> = (0..self.runs.len())
@@ -2371,6 +2357,18 @@ impl Fz {
         self.workers[w].closing = true;
         // nothing was torn down: the worker answers, with its runs still registered
         self.check_stats_exact(w)
+    }
+
+    /// A thread that opens every gate 5 ms from now (join it after the close it races).
+    fn open_gates_during_close(&mut self) -> std::thread::JoinHandle<()> {
+        let rec = self.rec.clone();
+        self.log("       (gates open in 5 ms, during the close)".into());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            for g in rec.gates.iter() {
+                g.store(true, SeqCst);
+            }
+        })
     }
 
     /// Wait for every run in `runs` (closed, none possibly blocked) and check it as done.
