@@ -297,6 +297,30 @@ static void test_sub_failure_poisons_next_level(void)
     teardown();
 }
 
+/* Set up, then one run: a group of m[0], m[1] on `targets`, its consumer `c` on lane 2 (a
+ * `dep_kind` dependency), and `after` (when not NULL) on lane `after_lane`, behind that lane's
+ * member; submission closed. Returns 0 if the set-up failed. */
+static int group_and_consumer(h_step m[2], const int32_t targets[2], uint32_t dep_kind,
+                              const h_step *c, const h_step *after, int32_t after_lane,
+                              dagrt_run_id *run)
+{
+    h_group g;
+    dagrt_task_handle hg;
+    dagrt_dep d;
+    h_make_group(&g, m, 2, NULL, 0);
+    if (!setup())
+        return 0;
+    if (!EXPECT_OK(dagrt_begin_run(O, run)) ||
+        !EXPECT_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg)))
+        return 0;
+    d = h_dep(hg, dep_kind);
+    SUBMIT_STEP(O, c, 2, NULL, 0, &d, 1, NULL);
+    if (after)
+        SUBMIT_STEP(O, after, after_lane, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(O, *run));
+    return 1;
+}
+
 /* Member 0 (lane 0) fails at once, member 1 (lane 1) waits on a gate. A single on lane 0,
  * submitted after the group, completes: lane completions are drained in order, so member 0's
  * failure has been seen by then. The group must still not be terminal: not counted failed,
@@ -307,9 +331,6 @@ static void test_group_waits_for_every_member_after_a_failure(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step m[2];
-    h_group g;
-    dagrt_task_handle hg;
-    dagrt_dep d;
     dagrt_run_stats_t rs;
     uint32_t done = 9;
     h_step c = h_step_id(52), after = h_step_id(53);
@@ -317,14 +338,8 @@ static void test_group_waits_for_every_member_after_a_failure(void)
     m[0].fail = 1;
     m[1] = h_step_id(51);
     m[1].wait_gate = 0;
-    h_make_group(&g, m, 2, NULL, 0);
-    REQUIRE(setup());
-    REQUIRE_OK(dagrt_begin_run(O, &run));
-    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
-    d = h_dep(hg, DAGRT_DEP_KIND_RETAIN);
-    SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
-    SUBMIT_STEP(O, &after, 0, NULL, 0, NULL, 0, NULL); /* behind member 0 on lane 0 */
-    EXPECT_OK(dagrt_close_run_submission(O, run));
+    /* `after` behind member 0 on lane 0 */
+    REQUIRE(group_and_consumer(m, targets, DAGRT_DEP_KIND_RETAIN, &c, &after, 0, &run));
     REQUIRE(H_POLL(h_end(50) != 0 && h_start(51) != 0, 5000));
     /* `after` completed: member 0's completion (before it on lane 0) was drained */
     CHECKF(H_POLL(run_stats(run).completed == 1, 5000), "the single behind member 0 on lane 0 "
@@ -363,9 +378,6 @@ static void test_group_two_failures_first_is_reported(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step m[2];
-    h_group g;
-    dagrt_task_handle hg;
-    dagrt_dep d;
     dagrt_run_stats_t rs;
     h_step c = h_step_id(62), after = h_step_id(63);
     m[0] = h_step_id(60);
@@ -373,14 +385,8 @@ static void test_group_two_failures_first_is_reported(void)
     m[0].fail = 1;
     m[1] = h_step_id(61);
     m[1].fail = 1;
-    h_make_group(&g, m, 2, NULL, 0);
-    REQUIRE(setup());
-    REQUIRE_OK(dagrt_begin_run(O, &run));
-    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
-    d = h_dep(hg, DAGRT_DEP_KIND_WAIT);
-    SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
-    SUBMIT_STEP(O, &after, 1, NULL, 0, NULL, 0, NULL); /* behind member 1 on lane 1 */
-    EXPECT_OK(dagrt_close_run_submission(O, run));
+    /* `after` behind member 1 on lane 1 */
+    REQUIRE(group_and_consumer(m, targets, DAGRT_DEP_KIND_WAIT, &c, &after, 1, &run));
     CHECK(H_POLL(run_stats(run).completed == 1, 5000));
     CHECK(h_end(60) == 0 && h_end(61) != 0);
     h_gate_open(0); /* now member 0 fails too */
@@ -409,9 +415,6 @@ static void test_group_two_failures_together(void)
     dagrt_run_id run;
     const int32_t targets[2] = {1, 0};
     h_step m[2];
-    h_group g;
-    dagrt_task_handle hg;
-    dagrt_dep d;
     dagrt_run_stats_t rs;
     h_step c = h_step_id(72);
     for (int i = 0; i < 2; i++) {
@@ -420,13 +423,7 @@ static void test_group_two_failures_together(void)
         m[i].barrier_n = 2;
         m[i].fail = 1;
     }
-    h_make_group(&g, m, 2, NULL, 0);
-    REQUIRE(setup());
-    REQUIRE_OK(dagrt_begin_run(O, &run));
-    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
-    d = h_dep(hg, DAGRT_DEP_KIND_RETAIN);
-    SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
-    EXPECT_OK(dagrt_close_run_submission(O, run));
+    REQUIRE(group_and_consumer(m, targets, DAGRT_DEP_KIND_RETAIN, &c, NULL, 0, &run));
     if (EXPECT_STATUS(h_wait(W, run), DAGRT_STATUS_TASK_FAILED)) {
         const char *msg = dagrt_last_error();
         CHECKF(h_contains(msg, "step 70 failed on purpose") !=
