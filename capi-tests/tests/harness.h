@@ -320,6 +320,29 @@ static inline int h_gate_wait(int g, uint64_t timeout_ms)
     return H_POLL(atomic_load(&h_gates[g]) != 0, timeout_ms);
 }
 
+/* A thread that opens a gate after a delay (h_open_gate_after; pthread_join its `th`). */
+typedef struct h_gate_timer {
+    int gate;
+    uint64_t ms;
+    pthread_t th;
+} h_gate_timer;
+
+static inline void *h_gate_timer_main(void *arg)
+{
+    const h_gate_timer *t = arg;
+    h_sleep_us(t->ms * 1000);
+    h_gate_open(t->gate);
+    return NULL;
+}
+
+/* Open gate g from another thread `ms` ms from now; 1 if the thread started. */
+static inline int h_open_gate_after(h_gate_timer *t, int g, uint64_t ms)
+{
+    t->gate = g;
+    t->ms = ms;
+    return pthread_create(&t->th, NULL, h_gate_timer_main, t) == 0;
+}
+
 /* Arrive at barrier b and wait until n tasks have arrived; 1 on success, 0 on timeout. */
 static inline int h_barrier_arrive(int b, unsigned n, uint64_t timeout_ms)
 {

@@ -363,13 +363,6 @@ static void test_heap_wait_wakes_on_release(void)
     dagrt_worker_free(w);
 }
 
-static void *open_gate_1_later(void *arg)
-{
-    h_sleep_us(*(const uint64_t *)arg * 1000);
-    h_gate_open(1);
-    return NULL;
-}
-
 /* One back-pressure timeout covers a submit's slot and slab together: a submit that waited
  * most of it for a slot (window 2, both held) and then finds the heap ring still full fails
  * when the timeout is spent, not after a second full timeout for the slab. */
@@ -383,7 +376,7 @@ static void test_one_timeout_for_slot_and_slab(void)
     dagrt_tensor tc = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
     h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3);
     uint64_t slot_free_ms = cfg.timeout_ms * 6 / 10, t0, took;
-    pthread_t th;
+    h_gate_timer opener;
     REQUIRE(w != NULL);
     o = h_orch(w);
     a.wait_gate = 0; /* holds 48 KiB of ring 1 until the end */
@@ -394,12 +387,12 @@ static void test_one_timeout_for_slot_and_slab(void)
     SUBMIT_STEP(o, &b, 1, NULL, 0, NULL, 0, NULL);
     REQUIRE_OK(dagrt_scope_end(o)); /* a and b are now held only by their gates */
     REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1 again */
-    REQUIRE(pthread_create(&th, NULL, open_gate_1_later, &slot_free_ms) == 0);
+    REQUIRE(h_open_gate_after(&opener, 1, slot_free_ms));
     t0 = h_now_ms();
     EXPECT_ERROR(h_submit_step(o, &c, 1, &tc, 1, NULL, 0, NULL), DAGRT_STATUS_HEAP_EXHAUSTED,
                  HEAP_MSG);
     took = h_now_ms() - t0;
-    pthread_join(th, NULL);
+    pthread_join(opener.th, NULL);
     CHECKF(h_end(2) != 0 && h_end(2) < t0 + took, "the window's slot was not freed during the "
                                                     "submit");
     CHECKF(took >= slot_free_ms && took < cfg.timeout_ms * 14 / 10,

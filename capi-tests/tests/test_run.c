@@ -547,21 +547,13 @@ static void test_free_with_open_run(void)
     CHECK(h_runs(90) <= 1);
 }
 
-static void *open_gate_later(void *arg)
-{
-    (void)arg;
-    h_sleep_us(30000);
-    h_gate_open(0);
-    return NULL;
-}
-
 static void test_worker_close(void)
 {
     dagrt_worker_t *w = h_worker(NULL, 1, 0);
     dagrt_orch_t *o;
     dagrt_run_id run, r2 = 4;
     dagrt_worker_stats_t st;
-    pthread_t th;
+    h_gate_timer opener;
     h_step s = h_step_id(1);
     REQUIRE(w != NULL);
     o = h_orch(w);
@@ -576,11 +568,11 @@ static void test_worker_close(void)
     }
     EXPECT_OK(dagrt_close_run_submission(o, run));
     /* close waits for the closed run's blocked task */
-    REQUIRE(pthread_create(&th, NULL, open_gate_later, NULL) == 0);
+    REQUIRE(h_open_gate_after(&opener, 0, 30));
     EXPECT_OK(dagrt_worker_close(w));
     CHECKF(h_end(1) != 0 && h_end(2) != 0, "dagrt_worker_close returned before the closed run "
                                            "finished");
-    pthread_join(th, NULL);
+    pthread_join(opener.th, NULL);
     EXPECT_OK(dagrt_worker_close(w)); /* idempotent */
     /* a closed worker starts no new run */
     EXPECT_STATUS(dagrt_begin_run(o, &r2), DAGRT_STATUS_WRONG_STATE);
