@@ -2127,17 +2127,7 @@ impl Fz {
         }
         let st = st?;
         if st == Status::Ok {
-            let w = wi.expect("close on a worker");
-            if self.workers[w].state == WState::Init {
-                for ri in 0..self.runs.len() {
-                    if self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone {
-                        self.check_fates(ri)?;
-                    }
-                }
-                self.drop_worker_runs(w);
-                self.workers[w].state = WState::Closed;
-                self.workers[w].closing = false;
-            }
+            self.closed_model(wi.expect("close on a worker"))?;
         }
         Ok(())
     }
@@ -2320,17 +2310,7 @@ impl Fz {
             self.totals.close_for[closed as usize] += 1;
         }
         if closed == 1 {
-            if self.workers[w].state == WState::Init {
-                for ri in 0..self.runs.len() {
-                    if self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone {
-                        self.check_fates(ri)?;
-                    }
-                }
-                self.drop_worker_runs(w);
-                self.workers[w].state = WState::Closed;
-                self.workers[w].closing = false;
-            }
-            return Ok(());
+            return self.closed_model(w);
         }
         // closed = 0: the budget ran out with a run still running
         if el + Duration::from_millis(1) < Duration::from_millis(budget) {
@@ -2357,6 +2337,22 @@ impl Fz {
         self.workers[w].closing = true;
         // nothing was torn down: the worker answers, with its runs still registered
         self.check_stats_exact(w)
+    }
+
+    /// Worker `w` was closed (torn down, if it had started): its unreleased runs' tasks ran
+    /// as the model says, and the runs are gone.
+    fn closed_model(&mut self, w: usize) -> R {
+        if self.workers[w].state == WState::Init {
+            for ri in 0..self.runs.len() {
+                if self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone {
+                    self.check_fates(ri)?;
+                }
+            }
+            self.drop_worker_runs(w);
+            self.workers[w].state = WState::Closed;
+            self.workers[w].closing = false;
+        }
+        Ok(())
     }
 
     /// A thread that opens every gate 5 ms from now (join it after the close it races).
