@@ -144,7 +144,8 @@ impl Orchestrator {
                 format!("run {} is still open for submission; close it first", r.id),
             );
         }
-        if self.e.stopping() || self.e.closing.load(Ordering::Acquire) {
+        // (A close sets `closing` before `stop`.)
+        if self.e.closing.load(Ordering::Acquire) {
             return err(Status::WrongState, "the worker is closing");
         }
         if self.next_seq > RENUMBER_AFTER {
@@ -177,7 +178,8 @@ impl Orchestrator {
         // The role's lock keeps the scheduler's passes out while its queues are dropped. (No
         // role state yet: the scheduler thread has not started, and nothing names an id.)
         let mut role = e.sched.lock().unwrap_or_else(|p| p.into_inner());
-        if role.as_mut().is_some_and(|s| !s.forget_dead_work()) || e.slots.live() != 0 {
+        // (No slot can turn live meanwhile: this thread is the only claimer.)
+        if role.as_mut().is_some_and(|s| !s.forget_dead_work()) {
             return;
         }
         for slot in e.slots.iter() {
