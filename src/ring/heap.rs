@@ -1,0 +1,183 @@
+//! The four heap rings: slab regions for runtime-allocated buffers, reclaimed in FIFO order.
+
+use super::{align_up, HEAP_ALIGN, MAX_RING_DEPTH};
+use crate::event::Event;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeapError {
+    /// Back-pressure outlasted the timeout.
+    Exhausted,
+    /// The request can never fit in one ring.
+    TooLarge,
+}
+
+struct RingState {
+    /// Monotonic byte positions: `top` is the next free byte, `tail` the oldest live one;
+    /// the physical offset is the position modulo the ring size.
+    top: u64,
+    tail: u64,
+    /// FIFO of reservations in allocation order: (end position, released).
+    fifo: VecDeque<(u64, bool)>,
+    /// Sequence number of `fifo[0]`.
+    head_seq: u64,
+}
+
+/// One heap ring: a slab region reclaimed strictly in allocation order.
+pub struct HeapRing {
+    base: *mut u8,
+    size: u64,
+    /// Guards top/tail/fifo (ring.mu in the seed).
+    st: Mutex<RingState>,
+    /// Notified when the tail advances (heap back-pressure).
+    freed: Event,
+}
+
+// SAFETY: `base` is a process-wide mapping that outlives the ring; all mutable state is
+// behind `st`.
+unsafe impl Send for HeapRing {}
+// SAFETY: as above.
+unsafe impl Sync for HeapRing {}
+
+impl HeapRing {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RingState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reserve `bytes` (already aligned), waiting up to `timeout` for reclamation.
+    pub fn alloc(&self, bytes: u64, timeout: Duration) -> Result<(*mut u8, u64), HeapError> {
+        if bytes > self.size {
+            return Err(HeapError::TooLarge);
+        }
+        let mut out = None;
+        let ok = self.freed.wait_until_timeout(
+            || {
+                let mut st = self.lock();
+                let phys = st.top % self.size;
+                let start = if phys + bytes > self.size {
+                    st.top + (self.size - phys)
+                } else {
+                    st.top
+                };
+                // Nothing live: the gap up to the wrap point belongs to nobody.
+                let tail = if st.fifo.is_empty() { start } else { st.tail };
+                if start + bytes - tail > self.size {
+                    return false;
+                }
+                st.tail = tail;
+                st.top = start + bytes;
+                let seq = st.head_seq + st.fifo.len() as u64;
+                st.fifo.push_back((start + bytes, false));
+                // SAFETY: `start % size + bytes <= size`, inside the mapping.
+                out = Some((unsafe { self.base.add((start % self.size) as usize) }, seq));
+                true
+            },
+            timeout,
+        );
+        match (ok, out) {
+            (true, Some(r)) => Ok(r),
+            _ => Err(HeapError::Exhausted),
+        }
+    }
+
+    /// Release reservation `seq`; the tail advances over every released head.
+    pub fn release(&self, seq: u64) {
+        let mut st = self.lock();
+        let idx = (seq - st.head_seq) as usize;
+        st.fifo[idx].1 = true;
+        let mut advanced = false;
+        while let Some(&(end, true)) = st.fifo.front() {
+            st.fifo.pop_front();
+            st.head_seq += 1;
+            st.tail = end;
+            advanced = true;
+        }
+        if st.fifo.is_empty() {
+            st.tail = st.top;
+        }
+        drop(st);
+        if advanced {
+            self.freed.notify_cond();
+        }
+    }
+
+    pub fn top(&self) -> u64 {
+        self.lock().top
+    }
+    pub fn tail(&self) -> u64 {
+        self.lock().tail
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// The four heap rings, carved from one mapping.
+pub struct HeapRings {
+    pub rings: Vec<HeapRing>,
+    map: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this struct and only unmapped in Drop.
+unsafe impl Send for HeapRings {}
+// SAFETY: as above; the rings synchronise themselves.
+unsafe impl Sync for HeapRings {}
+
+impl HeapRings {
+    /// Map `MAX_RING_DEPTH * ring_size` bytes, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE:
+    /// virtual address space only, physical pages on first touch.
+    pub fn new(ring_size: u64) -> std::io::Result<HeapRings> {
+        let ring_size = align_up(ring_size.max(HEAP_ALIGN)).unwrap_or(!(HEAP_ALIGN - 1));
+        let len = ring_size
+            .checked_mul(MAX_RING_DEPTH as u64)
+            .filter(|&l| l <= isize::MAX as u64)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?
+            as usize;
+        // SAFETY: anonymous mapping, no fd, kernel chooses the address.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let rings = (0..MAX_RING_DEPTH)
+            .map(|i| HeapRing {
+                // SAFETY: i * ring_size < len.
+                base: unsafe { (map as *mut u8).add(i * ring_size as usize) },
+                size: ring_size,
+                st: Mutex::new(RingState {
+                    top: 0,
+                    tail: 0,
+                    fifo: VecDeque::new(),
+                    head_seq: 0,
+                }),
+                freed: Event::default(),
+            })
+            .collect();
+        Ok(HeapRings { rings, map, len })
+    }
+
+    /// Ring for a 0-based scope depth, clamped to the last ring.
+    pub fn for_depth(depth: usize) -> usize {
+        depth.min(MAX_RING_DEPTH - 1)
+    }
+}
+
+impl Drop for HeapRings {
+    fn drop(&mut self) {
+        // SAFETY: `map`/`len` are exactly what mmap returned; nothing references the rings now.
+        unsafe {
+            libc::munmap(self.map, self.len);
+        }
+    }
+}
