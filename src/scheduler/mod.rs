@@ -17,10 +17,13 @@
 
 mod book;
 pub mod completion;
+mod dispatch;
 pub mod queues;
+mod stall;
 
 use book::LaneBook;
 pub use book::{PACK_JOB_NS, SHORT_JOB_NS, STUCK_SWEEP};
+use stall::{Stall, STALL_WARNING_AFTER};
 
 use crate::lane::{Completion, Job, LaneKind};
 use crate::slot::{Edge, ROUTE_SINGLE, ROUTE_SUB};
@@ -77,16 +80,6 @@ pub struct Sched {
 // SAFETY: `EngineRef` is a shared reference in all but lifetime (see its Deref); everything
 // else in a Sched is owned data, and the role mutex serialises its use.
 unsafe impl Send for Sched {}
-
-/// A blocked group head is structurally stalled when one of its reserved targets is idle
-/// and has singles queued behind the reservation. One warning per episode after 5 s.
-struct Stall {
-    head: crate::slot::SlotId,
-    since: Instant,
-    warned: bool,
-}
-
-const STALL_WARNING_AFTER: Duration = Duration::from_secs(5);
 
 fn role(e: &Engine) -> std::sync::MutexGuard<'_, Option<Sched>> {
     e.sched.lock().unwrap_or_else(|p| p.into_inner())
@@ -479,238 +472,6 @@ impl Sched {
         let Some(l) = lane else { return false };
         self.post_single(l as usize, sid);
         true
-    }
-
-    /// One dispatch pass; returns how many jobs it posted.
-    fn dispatch(&mut self) -> usize {
-        let e = self.e;
-        // Moved out for the pass: the helpers below take `&mut self`.
-        let mut queues = self.queues.take().expect("queues are home between passes");
-        {
-            let q = &mut queues;
-            if q.is_empty() {
-                self.queues = Some(queues);
-                self.rebalance_sub();
-                return self.flush_posts();
-            }
-            self.reserved.iter_mut().for_each(|r| *r = false);
-            let mut blocked_head = None;
-            // Group FIFO head: launch only on a fully idle target set, else reserve it.
-            while let Some((sid, r)) = q.group.peek() {
-                let (sid, targets) = (
-                    *sid,
-                    r.targets.clone().unwrap_or_else(|| Arc::from(&[][..])),
-                );
-                // A cancelled head must not hold its targets' reservation.
-                if !e.slots.get(sid).core.is_ready(sid) {
-                    q.group.pop();
-                    continue;
-                }
-                if targets.iter().any(|&l| !self.lanes[l as usize].idle()) {
-                    for &l in targets.iter() {
-                        self.reserved[l as usize] = true;
-                    }
-                    blocked_head = Some((sid, targets));
-                    break;
-                }
-                q.group.pop();
-                if e.slots.get(sid).core.try_claim_running_id(sid) {
-                    self.launch_group(sid, &targets);
-                }
-            }
-            self.watch_stall(blocked_head, q);
-            // Singles: each lane's own FIFO, never another's.
-            for k in 0..self.next_level.len() {
-                let l = self.next_level[k] as usize;
-                if self.reserved[l] {
-                    continue;
-                }
-                while self.lanes[l].has_room() {
-                    let Some((sid, _)) = q.singles[l].pop() else {
-                        break;
-                    };
-                    self.post_single(l, sid);
-                }
-            }
-            // SUB: a single goes where `book::sub_lane_for_single` says (packed while jobs
-            // are tiny, else the least loaded lane with room); a group needs that many
-            // distinct idle lanes, else it stays at the head and the pass ends.
-            while let Some((sid, r)) = q.sub.peek() {
-                let (sid, need) = (*sid, r.members as usize);
-                if need == 1 {
-                    let Some(l) = book::sub_lane_for_single(&self.lanes, &self.sub) else {
-                        break;
-                    };
-                    q.sub.pop();
-                    self.post_single(l as usize, sid);
-                    continue;
-                }
-                if !e.slots.get(sid).core.is_ready(sid) {
-                    q.sub.pop();
-                    continue;
-                }
-                self.idle_subs.clear();
-                self.idle_subs.extend(
-                    self.sub
-                        .iter()
-                        .copied()
-                        .filter(|&l| self.lanes[l as usize].idle()),
-                );
-                if self.idle_subs.len() < need {
-                    break;
-                }
-                q.sub.pop();
-                if e.slots.get(sid).core.try_claim_running_id(sid) {
-                    // Member i takes the i-th idle lane from the end.
-                    let mut lanes = std::mem::take(&mut self.idle_subs);
-                    lanes.drain(..lanes.len() - need);
-                    lanes.reverse();
-                    self.launch_group(sid, &lanes);
-                    self.idle_subs = lanes;
-                }
-            }
-            if q.sub.is_empty() {
-                self.rebalance_sub();
-            }
-        }
-        self.queues = Some(queues);
-        self.flush_posts()
-    }
-
-    fn flush_posts(&mut self) -> usize {
-        let posted = self.posts.len();
-        for (l, job) in self.posts.drain(..) {
-            self.e.lanes[l as usize].mailbox.post(job);
-        }
-        posted
-    }
-}
-
-impl Sched {
-    /// Post a single task to lane `l`. To an idle lane the scheduler claims it now (the
-    /// seed's dispatch claim); behind other jobs the lane claims it when it starts, so a
-    /// cancellation meanwhile still wins and the job is skipped.
-    fn post_single(&mut self, l: usize, sid: crate::slot::SlotId) {
-        let claimed = self.lanes[l].idle();
-        if claimed && !self.e.slots.get(sid).core.try_claim_running_id(sid) {
-            return;
-        }
-        self.post(l, sid, 0, claimed);
-    }
-
-    /// Launch a group the caller claimed: member i on `lanes[i]`.
-    fn launch_group(&mut self, sid: crate::slot::SlotId, lanes: &[u32]) {
-        // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
-        let d = unsafe { self.e.slots.get(sid).data() };
-        d.members_left = lanes.len() as u32;
-        d.member_failure = None;
-        for (i, &l) in lanes.iter().enumerate() {
-            self.post(l as usize, sid, i as u32, true);
-        }
-    }
-
-    /// Record a job in lane `l`'s book and queue it for `flush_posts`.
-    fn post(&mut self, l: usize, slot: crate::slot::SlotId, member: u32, claimed: bool) {
-        self.lanes[l].post(slot, claimed);
-        self.posts.push((
-            l as u32,
-            Job {
-                slot,
-                member,
-                claimed,
-            },
-        ));
-    }
-
-    /// An idle SUB lane with the SUB FIFO empty takes back a job queued behind another SUB
-    /// lane's running one.
-    fn rebalance_sub(&mut self) {
-        for k in 0..self.sub.len() {
-            let idle = self.sub[k] as usize;
-            if !self.lanes[idle].idle() {
-                continue;
-            }
-            let slots = &self.e.slots;
-            let mut taken = None;
-            for &from in self.sub.iter() {
-                let from = from as usize;
-                // Tiny jobs queued behind one another start within microseconds, unless
-                // the one running turns out long (`may_steal_from`).
-                if from != idle && self.lanes[from].load() > 1 && self.lanes[from].may_steal_from()
-                {
-                    taken =
-                        self.lanes[from].steal(|sid| slots.get(sid).core.try_claim_running_id(sid));
-                    if taken.is_some() {
-                        break;
-                    }
-                }
-            }
-            let Some(sid) = taken else { return };
-            self.post(idle, sid, 0, true);
-        }
-    }
-
-    /// Track the stall episode of the blocked group head; warn once per episode.
-    fn watch_stall(
-        &mut self,
-        head: Option<(crate::slot::SlotId, Arc<[u32]>)>,
-        q: &queues::ReadyQueues,
-    ) {
-        let Some((head, targets)) = head else {
-            self.stall = None;
-            return;
-        };
-        // An idle target's queued singles, the first still READY: a cancelled single left in
-        // its FIFO waits for nothing.
-        let e = self.e;
-        let slots = &e.slots;
-        let queued_on = |l: u32| {
-            let live = |sid| slots.get(sid).core.is_ready(sid);
-            if self.lanes[l as usize].idle() {
-                q.singles[l as usize].first_live(live)
-            } else {
-                None
-            }
-        };
-        let stalled = targets.iter().any(|&l| queued_on(l).is_some());
-        if !stalled {
-            self.stall = None;
-            return;
-        }
-        let now = Instant::now();
-        let st = match &mut self.stall {
-            Some(st) if st.head == head => st,
-            _ => self.stall.insert(Stall {
-                head,
-                since: now,
-                warned: false,
-            }),
-        };
-        if st.warned || now.duration_since(st.since) < STALL_WARNING_AFTER {
-            return;
-        }
-        st.warned = true;
-        let id = |l: u32| self.e.lanes[l as usize].kind.view_id();
-        let busy: Vec<i32> = targets
-            .iter()
-            .filter(|&&l| !self.lanes[l as usize].idle())
-            .map(|&l| id(l))
-            .collect();
-        let queued: Vec<String> = targets
-            .iter()
-            .filter_map(|&l| {
-                queued_on(l).map(|sid| format!("{} (single FIFO head slot {sid})", id(l)))
-            })
-            .collect();
-        crate::log::emit(
-            crate::log::LogLevel::Warn,
-            &format!(
-                "group slot {head} at the group FIFO head has been blocked for {} s: busy targets {busy:?}; \
-                 idle-but-queued targets [{}] are reserved for it",
-                STALL_WARNING_AFTER.as_secs(),
-                queued.join(", ")
-            ),
-        );
     }
 }
 
