@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the C API test programs under valgrind memcheck: the ctest label `valgrind` of
-# capi-tests (each test as `valgrind --error-exitcode=1 --leak-check=full`, suppressions in
+# capi-tests (each test as `valgrind --error-exitcode=1 --leak-check=full --fair-sched=yes`, suppressions in
 # capi-tests/valgrind.supp). Installs valgrind (and cmake, pkg-config) with apt-get if missing.
 #
 #   scripts/test-valgrind.sh
