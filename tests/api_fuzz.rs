@@ -1575,6 +1575,11 @@ fn fmt_callable(c: &Callable) -> String {
 // ---------------------------------------------------------------------------------------
 // Operations: workers, callables, builders, tensors
 
+/// A worker argument as a call's description shows it: `w<index>`, or `NULL`.
+fn worker_label(wi: Option<usize>) -> String {
+    wi.map_or("NULL".into(), |w| format!("w{w}"))
+}
+
 impl Fz {
     fn live_workers(&self) -> Vec<usize> {
         (0..self.workers.len())
@@ -1788,8 +1793,8 @@ impl Fz {
         let st = self.call(
             Th::Main,
             format!(
-                "dagrt_worker_add_next_level_lane(w{}, {id})",
-                wi.map_or("NULL".into(), |w| w.to_string())
+                "dagrt_worker_add_next_level_lane({}, {id})",
+                worker_label(wi)
             ),
             &exp,
             || cw::dagrt_worker_add_next_level_lane(p, id),
@@ -1846,10 +1851,7 @@ impl Fz {
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
-            format!(
-                "dagrt_worker_add_sub_lanes(w{}, {n})",
-                wi.map_or("NULL".into(), |w| w.to_string())
-            ),
+            format!("dagrt_worker_add_sub_lanes({}, {n})", worker_label(wi)),
             &exp,
             || cw::dagrt_worker_add_sub_lanes(p, n),
         )?;
@@ -1896,10 +1898,7 @@ impl Fz {
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
-            format!(
-                "dagrt_worker_init(w{})",
-                wi.map_or("NULL".into(), |w| w.to_string())
-            ),
+            format!("dagrt_worker_init({})", worker_label(wi)),
             &exp,
             || cw::dagrt_worker_init(p),
         )?;
@@ -1961,8 +1960,8 @@ impl Fz {
         let st = self.call(
             Th::Main,
             format!(
-                "dagrt_worker_orch(w{}, {})",
-                wi.map_or("NULL".into(), |w| w.to_string()),
+                "dagrt_worker_orch({}, {})",
+                worker_label(wi),
                 if null_out { "NULL" } else { "&o" }
             ),
             &exp,
@@ -2025,8 +2024,8 @@ impl Fz {
         let st = self.call(
             th,
             format!(
-                "dagrt_worker_stats(w{}, {})",
-                wi.map_or("NULL".into(), |w| w.to_string()),
+                "dagrt_worker_stats({}, {})",
+                worker_label(wi),
                 if null_out { "NULL" } else { "&s" }
             ),
             &exp,
@@ -2114,10 +2113,7 @@ impl Fz {
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
-            format!(
-                "dagrt_worker_close(w{})",
-                wi.map_or("NULL".into(), |w| w.to_string())
-            ),
+            format!("dagrt_worker_close({})", worker_label(wi)),
             &exp,
             || cw::dagrt_worker_close(p),
         );
@@ -2254,8 +2250,8 @@ impl Fz {
         let st = self.call(
             Th::Main,
             format!(
-                "dagrt_worker_close_for(w{}, {budget} ms, {})",
-                wi.map_or("NULL".into(), |w| w.to_string()),
+                "dagrt_worker_close_for({}, {budget} ms, {})",
+                worker_label(wi),
                 if null_out { "NULL" } else { "&closed" }
             ),
             &exp,
@@ -5925,8 +5921,8 @@ impl Fz {
             "dagrt_worker_submit"
         };
         let desc = format!(
-            "{fname}(w{}, {}, ctx{{{steps} steps, rc {rc}{}}}{})",
-            wi.map_or("NULL".into(), |w| w.to_string()),
+            "{fname}({}, {}, ctx{{{steps} steps, rc {rc}{}}}{})",
+            worker_label(wi),
             if fn_null { "NULL" } else { "cb" },
             if provoke { ", provoke" } else { "" },
             if run_mode {
