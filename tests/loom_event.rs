@@ -35,13 +35,15 @@
 //! (c''), (c'); either fence removed: every model that depends on it.
 #![cfg(loom)]
 
+mod loom_model;
+
 use dagrt::event::{spin_budget, Event};
 use dagrt::spsc::Ring;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-use std::sync::{Arc as StdArc, TryLockError};
+use loom_model::model;
+use std::sync::TryLockError;
 use std::time::Duration;
 
 /// Preemption bounds. A lost wake-up needs only a few preemptions (the waiter between its
@@ -56,28 +58,6 @@ const GENERATION_WAITER: Option<usize> = Some(4);
 const HANDOFF_ONE_LANE: Option<usize> = Some(6);
 const HANDOFF_TWO_LANES: Option<usize> = Some(3);
 const HANDOFF_LONG_JOBS: Option<usize> = Some(4);
-
-/// Check `f` under loom with `bound` preemptions and print how many executions it explored.
-fn model<F>(bound: Option<usize>, f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut b = loom::model::Builder::new();
-    if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
-        b.preemption_bound = bound;
-    }
-    let runs = StdArc::new(AtomicUsize::new(0));
-    let counted = runs.clone();
-    b.check(move || {
-        counted.fetch_add(1, StdOrdering::Relaxed);
-        f()
-    });
-    eprintln!(
-        "{} executions explored (preemption bound {:?})",
-        runs.load(StdOrdering::Relaxed),
-        b.preemption_bound
-    );
-}
 
 /// (a) A producer publishes data and calls `notify_cond`; a waiter waits for the data. The
 /// notifier makes no shared write when it sees no sleeper, so only the Dekker handshake (its

@@ -15,11 +15,14 @@
 //! thread per real thread, and checks the protocol's invariants after joining.
 #![cfg(loom)]
 
+mod loom_model;
+
 use dagrt::slot::{
     Attach, Claim, Edge, Publish, SlotCore, SlotId, CONSUMED, FAILED, PENDING, READY, RUNNING,
 };
 use loom::sync::Arc;
 use loom::thread;
+use loom_model::model;
 use std::sync::Arc as StdArc;
 
 /// Preemption bound for the three-thread models with several lock sections per thread
@@ -28,18 +31,6 @@ use std::sync::Arc as StdArc;
 const BOUNDED: Option<usize> = Some(3);
 /// The other models are small enough to explore exhaustively.
 const EXHAUSTIVE: Option<usize> = None;
-
-/// Check `f` under loom with `bound` preemptions; `LOOM_MAX_PREEMPTIONS` overrides it.
-fn model<F>(bound: Option<usize>, f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut b = loom::model::Builder::new();
-    if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
-        b.preemption_bound = bound;
-    }
-    b.check(f);
-}
 
 fn msg(s: &str) -> StdArc<str> {
     StdArc::from(s)
