@@ -1,0 +1,422 @@
+//! One run's index of producer entries (`RunMap`): the entry slab, the granule hash of small
+//! footprints with its intrusive lists, the grids of row sets and the ordered index of big
+//! footprints; the overlap search over all three, and add / take-over / remove.
+
+use super::grid::{RowsClass, MAX_CLASSES};
+use super::MapKey;
+use crate::slot::SlotId;
+use crate::view::{Footprint, Rows};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+const GRANULE_SHIFT: u32 = 8;
+/// Footprints spanning at most this many granules are hashed by granule.
+const SMALL_GRANULES: u64 = 8;
+pub(super) const DENSE: u32 = u32::MAX;
+
+/// Multiplicative hashing for granule numbers (SipHash would dominate the probe).
+#[derive(Default)]
+struct GranuleHasher(u64);
+
+impl Hasher for GranuleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (x ^ (x >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct MapEntry {
+    pub(super) owner: SlotId,
+    pub(super) lo: u64,
+    pub(super) hi: u64,
+    /// 0 for a free slab entry.
+    pub(super) seq: u64,
+    /// Index into `RunMap::strided`, or DENSE.
+    pub(super) shape: u32,
+    /// A remaining piece of a split entry (its journaled key may name another piece).
+    pub(super) split: bool,
+    /// Index into `RunMap::classes` of the grid holding it, or NO_CLASS.
+    class: u8,
+}
+
+const NO_CLASS: u8 = u8::MAX;
+
+fn granules(lo: u64, hi: u64) -> (u64, u64) {
+    (lo >> GRANULE_SHIFT, (hi - 1) >> GRANULE_SHIFT)
+}
+
+/// One entry's membership in one granule's list (the small index is intrusive, so an insert
+/// allocates nothing once the map is warm).
+#[derive(Clone, Copy)]
+struct Link {
+    idx: u32,
+    next: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Default)]
+pub(super) struct RunMap {
+    pub(super) entries: Vec<MapEntry>,
+    free: Vec<u32>,
+    pub(super) live: usize,
+    /// Granule -> head of its list in `links`.
+    small: HashMap<u64, u32, BuildHasherDefault<GranuleHasher>>,
+    links: Vec<Link>,
+    /// Free `links` entries, chained through `next`.
+    free_link: Option<u32>,
+    pub(super) big: BTreeMap<(u64, u64), u32>,
+    /// Longest big footprint: bounds the backwards reach of a range query.
+    big_max_len: u64,
+    /// Grids of big row sets, by stride and origin (at most MAX_CLASSES).
+    pub(super) classes: Vec<RowsClass>,
+    strided: Vec<Footprint>,
+    free_strided: Vec<u32>,
+    seq: u64,
+    /// Entries were split in this run: erase may have to find pieces.
+    pub(super) splits: bool,
+}
+
+impl RunMap {
+    pub(super) fn footprint(&self, e: &MapEntry) -> Footprint {
+        if e.shape == DENSE {
+            Footprint::dense(e.lo, e.hi - e.lo)
+        } else {
+            self.strided[e.shape as usize]
+        }
+    }
+
+    /// Whether entry `e` overlaps `fp`. Two dense ranges overlap iff their intervals meet:
+    /// no footprint to build.
+    fn entry_overlaps(&self, e: &MapEntry, fp: &Footprint) -> bool {
+        if !(e.lo < fp.hi && fp.lo < e.hi) {
+            return false;
+        }
+        match e.shape {
+            DENSE => fp.dense || Footprint::dense(e.lo, e.hi - e.lo).overlaps(fp),
+            // In place: a search compares many strided entries.
+            s => self.strided[s as usize].overlaps(fp),
+        }
+    }
+
+    /// Slab indexes of the entries whose footprint overlaps `fp`, into `out` (deduplicated).
+    pub(super) fn overlapping(&self, fp: &Footprint, out: &mut Vec<u32>) {
+        out.clear();
+        let (g0, g1) = granules(fp.lo, fp.hi);
+        if !self.small.is_empty() {
+            if g1 - g0 < 64 || g1 - g0 < self.small.len() as u64 {
+                for g in g0..=g1 {
+                    if let Some(&h) = self.small.get(&g) {
+                        self.collect(h, out);
+                    }
+                }
+            } else {
+                for (g, &h) in &self.small {
+                    if (g0..=g1).contains(g) {
+                        self.collect(h, out);
+                    }
+                }
+            }
+        }
+        let mut repeats = g1 > g0;
+        if !self.big.is_empty() {
+            let from = fp.lo.saturating_sub(self.big_max_len);
+            out.extend(self.big.range((from, 0)..(fp.hi, 0)).map(|(_, &i)| i));
+        }
+        for c in self.classes.iter().filter(|c| c.live > 0) {
+            repeats |= c.candidates(fp, out);
+        }
+        if repeats {
+            out.sort_unstable();
+            out.dedup();
+        }
+        out.retain(|&i| self.entry_overlaps(&self.entries[i as usize], fp));
+    }
+
+    fn collect(&self, mut l: u32, out: &mut Vec<u32>) {
+        while l != NIL {
+            let k = self.links[l as usize];
+            out.push(k.idx);
+            l = k.next;
+        }
+    }
+
+    fn new_link(&mut self, idx: u32, next: u32) -> u32 {
+        let k = Link { idx, next };
+        match self.free_link {
+            Some(l) => {
+                let n = self.links[l as usize].next;
+                self.free_link = (n != NIL).then_some(n);
+                self.links[l as usize] = k;
+                l
+            }
+            None => {
+                self.links.push(k);
+                (self.links.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Unlink entry `idx` from granule `g`'s list; drop the granule when its list empties.
+    fn unlink(&mut self, g: u64, idx: u32) {
+        let Some(&head) = self.small.get(&g) else {
+            return;
+        };
+        let (mut prev, mut l) = (NIL, head);
+        while l != NIL && self.links[l as usize].idx != idx {
+            prev = l;
+            l = self.links[l as usize].next;
+        }
+        if l == NIL {
+            return;
+        }
+        let next = self.links[l as usize].next;
+        if prev == NIL {
+            if next == NIL {
+                self.small.remove(&g);
+            } else if let Some(h) = self.small.get_mut(&g) {
+                *h = next;
+            }
+        } else {
+            self.links[prev as usize].next = next;
+        }
+        self.links[l as usize].next = self.free_link.unwrap_or(NIL);
+        self.free_link = Some(l);
+    }
+
+    /// Empty the map for another run, keeping its allocations.
+    pub(super) fn reset(&mut self) {
+        self.entries.clear();
+        self.free.clear();
+        self.live = 0;
+        self.small.clear();
+        self.links.clear();
+        self.free_link = None;
+        self.big.clear();
+        self.big_max_len = 0;
+        self.classes.clear();
+        self.strided.clear();
+        self.free_strided.clear();
+        self.splits = false;
+    }
+
+    /// The granule `fp` lies in, when it is dense, within one granule, and no big entry could
+    /// reach it: then that granule's list holds every entry it overlaps.
+    fn one_granule(&self, fp: &Footprint) -> Option<u64> {
+        let (g, g1) = granules(fp.lo, fp.hi);
+        // (Grids emptied during the run stay: this path is then off until the run ends.)
+        (fp.dense && g == g1 && self.big.is_empty() && self.classes.is_empty()).then_some(g)
+    }
+
+    /// Call `f` with each entry of granule `g`'s list that overlaps `fp`, walked in place.
+    /// (A plain loop: walked as an iterator, the list paid a call per item.)
+    #[inline]
+    fn each_granule_overlap(&self, g: u64, fp: &Footprint, mut f: impl FnMut(u32)) {
+        let mut l = self.small.get(&g).copied().unwrap_or(NIL);
+        while l != NIL {
+            let k = self.links[l as usize];
+            l = k.next;
+            if self.entry_overlaps(&self.entries[k.idx as usize], fp) {
+                f(k.idx);
+            }
+        }
+    }
+
+    /// A lookup of a dense footprint within one granule, without a candidate vector. False
+    /// (nothing called) when another case applies.
+    pub(super) fn lookup_one_granule(&self, fp: &Footprint, f: &mut impl FnMut(SlotId)) -> bool {
+        let Some(g) = self.one_granule(fp) else {
+            return false;
+        };
+        self.each_granule_overlap(g, fp, |idx| f(self.entries[idx as usize].owner));
+        true
+    }
+
+    /// An insert of a dense footprint within one granule (a small buffer, the common case):
+    /// the granule's list is walked for overlaps; with none the entry is added, with exactly
+    /// one over the same bytes that entry is taken over in place (a chain rewriting one
+    /// buffer). Returns `None` (having changed nothing and not called `seen`) otherwise.
+    pub(super) fn insert_one_granule(
+        &mut self,
+        fp: &Footprint,
+        owner: SlotId,
+        seen: &mut Option<impl FnOnce(&RunMap, &[u32])>,
+        scratch: &mut Vec<u32>,
+    ) -> Option<MapKey> {
+        let g = self.one_granule(fp)?;
+        scratch.clear();
+        self.each_granule_overlap(g, fp, |idx| scratch.push(idx));
+        // (`is_same_unordered`'s question, narrowed to what a dense one-granule footprint
+        // can meet: a call there cost a chain's submit some 40 instructions.)
+        let same_bytes = |e: &MapEntry| e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi);
+        let take_over = match scratch[..] {
+            [] => None,
+            [idx] if same_bytes(&self.entries[idx as usize]) => Some(idx),
+            _ => return None,
+        };
+        if let Some(f) = seen.take() {
+            f(self, scratch);
+        }
+        Some(match take_over {
+            Some(idx) => self.take_over(idx, fp, owner),
+            None => self.add(fp, owner),
+        })
+    }
+
+    /// Whether entry `idx` covers exactly the bytes of `fp`, and is indexed by position
+    /// only (the ordered index is keyed by sequence number too).
+    pub(super) fn is_same_unordered(&self, idx: u32, fp: &Footprint) -> bool {
+        let e = &self.entries[idx as usize];
+        let (g0, g1) = granules(e.lo, e.hi);
+        (e.lo, e.hi) == (fp.lo, fp.hi)
+            && (e.class != NO_CLASS || g1 - g0 < SMALL_GRANULES)
+            && match e.shape {
+                DENSE => fp.dense,
+                s => self.strided[s as usize] == *fp,
+            }
+    }
+
+    /// Make `owner` the producer of entry `idx` (the same bytes as `fp`) in place. The new
+    /// sequence number voids the old owner's journaled key: its erase finds nothing.
+    pub(super) fn take_over(&mut self, idx: u32, fp: &Footprint, owner: SlotId) -> MapKey {
+        self.seq += 1;
+        let e = &mut self.entries[idx as usize];
+        e.owner = owner;
+        e.seq = self.seq;
+        e.split = false;
+        MapKey {
+            idx,
+            seq: self.seq,
+            lo: fp.lo,
+            hi: fp.hi,
+        }
+    }
+
+    pub(super) fn add(&mut self, fp: &Footprint, owner: SlotId) -> MapKey {
+        self.seq += 1;
+        let seq = self.seq;
+        let idx = self.add_entry(fp, owner, seq, false);
+        MapKey {
+            idx,
+            seq,
+            lo: fp.lo,
+            hi: fp.hi,
+        }
+    }
+
+    pub(super) fn add_entry(
+        &mut self,
+        fp: &Footprint,
+        owner: SlotId,
+        seq: u64,
+        split: bool,
+    ) -> u32 {
+        let shape = if fp.dense {
+            DENSE
+        } else if let Some(s) = self.free_strided.pop() {
+            self.strided[s as usize] = *fp;
+            s
+        } else {
+            self.strided.push(*fp);
+            (self.strided.len() - 1) as u32
+        };
+        let e = MapEntry {
+            owner,
+            lo: fp.lo,
+            hi: fp.hi,
+            seq,
+            shape,
+            split,
+            class: NO_CLASS,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = e;
+                i
+            }
+            None => {
+                self.entries.push(e);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let (g0, g1) = granules(fp.lo, fp.hi);
+        if g1 - g0 < SMALL_GRANULES {
+            for g in g0..=g1 {
+                let l = self.new_link(idx, NIL);
+                // One probe: push the link in front of the granule's list.
+                let head = self.small.entry(g).or_insert(NIL);
+                self.links[l as usize].next = *head;
+                *head = l;
+            }
+        } else {
+            self.add_big(idx, fp, seq);
+        }
+        self.live += 1;
+        idx
+    }
+
+    /// Index entry `idx` (`fp`, more than a few granules): in a grid if it is a row set
+    /// one fits, else in the ordered index.
+    fn add_big(&mut self, idx: u32, fp: &Footprint, seq: u64) {
+        if let Some(r) = fp.rows() {
+            if let Some(c) = self.class_for(fp.lo, r) {
+                self.classes[c].add(idx, fp);
+                self.entries[idx as usize].class = c as u8;
+                return;
+            }
+        }
+        self.big_max_len = self.big_max_len.max(fp.hi - fp.lo);
+        self.big.insert((fp.lo, seq), idx);
+    }
+
+    /// The grid a big row set `r` at `lo` goes in: the first that fits it, else a new one
+    /// (reusing an emptied one), else none (the ordered index).
+    fn class_for(&mut self, lo: u64, r: Rows) -> Option<usize> {
+        if let Some(c) = self
+            .classes
+            .iter()
+            .position(|c| c.live > 0 && c.fits(lo, r))
+        {
+            return Some(c);
+        }
+        let c = match self.classes.iter().position(|c| c.live == 0) {
+            Some(c) => c,
+            None if self.classes.len() < MAX_CLASSES => {
+                self.classes.push(RowsClass::default());
+                self.classes.len() - 1
+            }
+            None => return None,
+        };
+        self.classes[c].reset_for(lo, r);
+        // (A row set too big for a grid of its own size does not fit it either.)
+        self.classes[c].fits(lo, r).then_some(c)
+    }
+
+    pub(super) fn remove(&mut self, idx: u32) {
+        let e = self.entries[idx as usize];
+        let (g0, g1) = granules(e.lo, e.hi);
+        if e.class != NO_CLASS {
+            self.classes[e.class as usize].remove(idx, &self.strided[e.shape as usize]);
+        } else if g1 - g0 < SMALL_GRANULES {
+            for g in g0..=g1 {
+                self.unlink(g, idx);
+            }
+        } else {
+            self.big.remove(&(e.lo, e.seq));
+        }
+        if e.shape != DENSE {
+            self.free_strided.push(e.shape);
+        }
+        self.entries[idx as usize].seq = 0;
+        self.free.push(idx);
+        self.live -= 1;
+    }
+}
