@@ -1,0 +1,81 @@
+//! Small helpers around the C API's strings and statuses, and the hashes executors and the
+//! model compare tensors and scalars by.
+
+use dagrt::capi::dagrt_last_error;
+use dagrt::error::Status;
+use dagrt::task::Tensor;
+use std::ffi::{c_char, CStr};
+
+// ---------------------------------------------------------------------------------------
+// Small FFI helpers
+
+/// This thread's `dagrt_last_error()`: (text, pointer value).
+pub(crate) fn last_error() -> (String, usize) {
+    let p = dagrt_last_error();
+    if p.is_null() {
+        return ("<NULL pointer>".into(), 0);
+    }
+    // SAFETY: dagrt_last_error returns a NUL-terminated string valid until the next failing
+    // dagrt call on this thread; it is copied at once.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    (s, p as usize)
+}
+
+pub(crate) fn sname(s: Status) -> &'static str {
+    Status::name(s as i32)
+}
+
+pub(crate) fn snames(v: &[Status]) -> String {
+    v.iter().map(|&s| short(s)).collect::<Vec<_>>().join("|")
+}
+
+pub(crate) fn short(s: Status) -> &'static str {
+    sname(s).trim_start_matches("DAGRT_STATUS_")
+}
+
+pub(crate) fn cstr(p: *const c_char) -> String {
+    if p.is_null() {
+        return "<NULL>".into();
+    }
+    // SAFETY: the dagrt string functions return static NUL-terminated strings.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+pub(crate) fn align1024(n: u64) -> u64 {
+    (n + 1023) & !1023
+}
+
+pub(crate) fn esize(dtype: u32) -> u64 {
+    match dtype {
+        0 | 1 | 12 => 1,
+        2 | 3 | 8 | 9 => 2,
+        4 | 5 | 10 => 4,
+        _ => 8,
+    }
+}
+
+pub(crate) fn hash_tensors(ts: &[Tensor]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ ts.len() as u64;
+    for t in ts {
+        let head = [
+            t.data as u64,
+            t.offset,
+            t.ndim as u64,
+            t.dtype as u64,
+            t.tag as u64,
+            t.reserved as u64,
+        ];
+        for x in head.iter().chain(t.shape.iter()).chain(t.strides.iter()) {
+            h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+pub(crate) fn hash_u64s(v: &[u64]) -> u64 {
+    let mut h = 0x8422_2325_cbf2_9ce4u64 ^ v.len() as u64;
+    for x in v {
+        h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
