@@ -1,4 +1,4 @@
-//! Pieces shared by the integration tests (`random_dags.rs`, `fault_injection.rs`,
+//! Pieces shared by the integration tests (`random_dags/`, `fault_injection/`,
 //! `doorbell.rs`, `reclaim_batch.rs`, `sub_placement*.rs`): the RNG, run settings, lanes, a
 //! started worker with one callable, buffers, tensors, generators of strided
 //! tensor views, and (`gated`) tasks that record their lane and can be held on a gate. Each

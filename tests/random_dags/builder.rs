@@ -1,0 +1,517 @@
+//! The random graph builder (`Builder`, with `Opts`, `Totals` and `Built`): scopes, tasks and
+//! allocs, the reference model kept as it submits, and the gated runs' wiring check.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// Building one run
+
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Opts {
+    /// Tiny task window: keep every slot held by an open scope within the last window-2 ids.
+    pub(crate) tiny_window: Option<u64>,
+    /// Allow gated runs (executors wait until the graph is complete).
+    pub(crate) gating: bool,
+    /// Allow the 64-deep scope excursion and the unbalanced-scope checks.
+    pub(crate) scope_errors: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Totals {
+    pub(crate) runs: u64,
+    pub(crate) gated: u64,
+    pub(crate) nodes: u64,
+    pub(crate) groups: u64,
+    pub(crate) members: u64,
+    pub(crate) allocs: u64,
+    pub(crate) autos: u64,
+    pub(crate) tensors: u64,
+    pub(crate) edges: u64,
+    pub(crate) wiring_checks: u64,
+    pub(crate) alive_checks: u64,
+    pub(crate) deep: u64,
+    pub(crate) max_depth: usize,
+    pub(crate) error_paths: u64,
+}
+
+pub(crate) struct Built {
+    pub(crate) seed: u64,
+    pub(crate) env_name: &'static str,
+    pub(crate) lanes: Lanes,
+    pub(crate) run_id: u64,
+    pub(crate) gated: bool,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) bufs: Vec<Buf>,
+    /// From Box::into_raw; freed by `finish` once the run is done, leaked on failure.
+    pub(crate) rr: *const RunRec,
+}
+
+pub(crate) struct Builder<'a> {
+    pub(crate) rng: Rng,
+    pub(crate) env: &'a Env,
+    pub(crate) o: MutexGuard<'a, Orchestrator>,
+    pub(crate) opts: Opts,
+    pub(crate) run_id: u64,
+    pub(crate) bufs: Vec<Buf>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) frames: Vec<Vec<usize>>,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) last_slot: Option<u64>,
+    pub(crate) rr: &'a RunRec,
+    pub(crate) scratch: Vec<u64>,
+    pub(crate) totals: &'a mut Totals,
+}
+
+pub(crate) fn status_of(r: Result<impl Sized, dagrt::error::Error>) -> Result<(), Status> {
+    r.map(|_| ()).map_err(|e| e.status)
+}
+
+impl<'a> Builder<'a> {
+    pub(crate) fn depth(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub(crate) fn scope_begin(&mut self) -> Result<(), String> {
+        self.o
+            .scope_begin()
+            .map_err(|e| format!("scope_begin at depth {}: {e}", self.depth()))?;
+        self.frames.push(Vec::new());
+        self.ops.push(Op::Begin(self.depth()));
+        self.totals.max_depth = self.totals.max_depth.max(self.depth());
+        Ok(())
+    }
+
+    pub(crate) fn scope_end(&mut self) -> Result<(), String> {
+        let d = self.depth();
+        self.o
+            .scope_end()
+            .map_err(|e| format!("scope_end at depth {d}: {e}"))?;
+        self.close_frame();
+        self.ops.push(Op::End(d));
+        Ok(())
+    }
+
+    /// Model side of a scope end: its nodes lose their scope reference, its buffers die.
+    pub(crate) fn close_frame(&mut self) {
+        let d = self.depth();
+        for i in self.frames.pop().expect("open frame") {
+            self.nodes[i].frame_open = false;
+        }
+        for b in self.bufs.iter_mut() {
+            if b.level == d {
+                b.alive = false;
+            }
+        }
+    }
+
+    /// Tiny window: the slot of id `next - window` must be reclaimable without the
+    /// orchestrator's help, so every slot an open scope holds must be recent.
+    fn make_room(&mut self) -> Result<(), String> {
+        let Some(w) = self.opts.tiny_window else {
+            return Ok(());
+        };
+        if let Some(last) = self.last_slot {
+            let next = last + 1;
+            loop {
+                let oldest = self
+                    .frames
+                    .iter()
+                    .flatten()
+                    .map(|&i| self.nodes[i].slot)
+                    .min();
+                match oldest {
+                    Some(s) if s + w - 1 <= next => {
+                        if self.depth() <= 1 {
+                            return Err("tiny window: the outer scope holds a slot".into());
+                        }
+                        self.scope_end()?;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        if self.depth() == 1 {
+            self.scope_begin()?;
+        }
+        Ok(())
+    }
+
+    fn alive_bufs(&self) -> Vec<usize> {
+        (0..self.bufs.len())
+            .filter(|&i| self.bufs[i].alive)
+            .collect()
+    }
+
+    fn new_buf(&mut self, name: String, base: u64, len: u64, layout: Layout, writer: usize) {
+        self.bufs.push(Buf {
+            name,
+            base,
+            len,
+            layout,
+            level: self.depth(),
+            alive: true,
+            last: vec![writer as u32 + 1; len as usize],
+        });
+    }
+
+    fn gen_member(&mut self, node: usize, m: usize) -> Member {
+        let nt = self.rng.below(5) as usize;
+        let mut tensors = Vec::with_capacity(nt);
+        let mut bufs = Vec::with_capacity(nt);
+        let alive = self.alive_bufs();
+        for _ in 0..nt {
+            let r = self.rng.below(100);
+            if r >= 95 {
+                // OUTPUT with a null data pointer: the runtime allocates it.
+                let mut t = if self.rng.pct(50) {
+                    tensor(0, 0, DataType::U64, &[8, 8], &[])
+                } else {
+                    tensor(0, 0, DataType::U64, &[16], &[])
+                };
+                t.tag = Tag::Output as u32;
+                tensors.push(t);
+                bufs.push(usize::MAX);
+                continue;
+            }
+            let tag = match r {
+                0..=32 => Tag::Input,
+                33..=47 => Tag::Output,
+                48..=72 => Tag::Inout,
+                73..=84 => Tag::OutputExisting,
+                _ => Tag::NoDep,
+            };
+            let bi = alive[self.rng.below(alive.len() as u64) as usize];
+            let b = &self.bufs[bi];
+            let mut t = gen_view(&mut self.rng, b);
+            t.tag = tag as u32;
+            tensors.push(t);
+            bufs.push(bi);
+        }
+        let mut deps = Vec::new();
+        if node > 0 && self.rng.pct(30) {
+            for _ in 0..self.rng.range(1, 3) {
+                // Biased to recent nodes, but any earlier node of the run can be named.
+                let back = if self.rng.pct(70) {
+                    self.rng.below(node.min(6) as u64)
+                } else {
+                    self.rng.below(node as u64)
+                } as usize;
+                let p = node - 1 - back;
+                let kind = if self.rng.pct(50) {
+                    DepKind::Retain
+                } else {
+                    DepKind::Wait
+                };
+                deps.push(Dep {
+                    handle: TaskHandle {
+                        run_id: self.run_id,
+                        slot: self.nodes[p].slot,
+                    },
+                    kind: kind as u32,
+                    reserved: 0,
+                });
+            }
+        }
+        let spin = match self.rng.below(100) {
+            0..=59 => 0,
+            60..=84 => self.rng.range(1, 300),
+            85..=96 => self.rng.range(300, 8000),
+            _ => SPIN_YIELD,
+        };
+        Member {
+            tensors,
+            bufs,
+            deps,
+            scalars: [self.rr as *const RunRec as u64, node as u64, m as u64, spin],
+            hash: 0,
+        }
+    }
+
+    fn gen_kind(&mut self) -> Kind {
+        let l = &self.env.lanes;
+        match self.rng.below(100) {
+            0..=34 => Kind::Nl(l.nl[self.rng.below(l.nl.len() as u64) as usize]),
+            35..=49 => {
+                let mut ids = l.nl.clone();
+                for i in (1..ids.len()).rev() {
+                    ids.swap(i, self.rng.below(i as u64 + 1) as usize);
+                }
+                ids.truncate(self.rng.range(1, l.nl.len() as u64) as usize);
+                Kind::NlGroup(ids)
+            }
+            50..=84 => Kind::Sub,
+            _ => Kind::SubGroup(self.rng.range(1, l.subs as u64) as usize),
+        }
+    }
+
+    pub(crate) fn submit_task(&mut self) -> Result<(), String> {
+        self.make_room()?;
+        let idx = self.nodes.len();
+        if idx >= MAX_NODES {
+            return Err("generator produced too many nodes".into());
+        }
+        let kind = self.gen_kind();
+        let n = match &kind {
+            Kind::NlGroup(ids) => ids.len(),
+            Kind::SubGroup(k) => *k,
+            _ => 1,
+        };
+        let mut members: Vec<Member> = (0..n).map(|m| self.gen_member(idx, m)).collect();
+
+        // Reference model: explicit deps first, then each tensor in submission order (a
+        // lookup, then an insert), so the node's own earlier writes shadow older writers.
+        let mut req: BTreeMap<usize, bool> = BTreeMap::new();
+        let mut deps = Vec::new();
+        for m in &members {
+            for d in &m.deps {
+                let p = self
+                    .nodes
+                    .iter()
+                    .position(|x| x.slot == d.handle.slot)
+                    .expect("dep");
+                let retain = d.kind == DepKind::Retain as u32;
+                deps.push((p, retain));
+                *req.entry(p).or_insert(false) |= retain;
+            }
+        }
+        for m in &members {
+            for (t, &bi) in m.tensors.iter().zip(&m.bufs) {
+                self.totals.tensors += 1;
+                if bi == usize::MAX {
+                    continue;
+                }
+                let tag = Tag::from_u32(t.tag).expect("tag");
+                if tag == Tag::NoDep {
+                    continue;
+                }
+                let b = &mut self.bufs[bi];
+                view_bytes(t, b.base, &mut self.scratch);
+                if tag.looks_up() {
+                    for &x in &self.scratch {
+                        let w = b.last[x as usize];
+                        if w != 0 && w as usize - 1 != idx {
+                            req.insert(w as usize - 1, true);
+                        }
+                    }
+                }
+                if tag.inserts() {
+                    for &x in &self.scratch {
+                        b.last[x as usize] = idx as u32 + 1;
+                    }
+                }
+            }
+        }
+        // A retained producer still held by an open scope is alive at submit, so the engine
+        // must keep it alive until this node finishes.
+        let alive: Vec<u64> = req
+            .iter()
+            .filter(|&(&p, &retain)| retain && self.nodes[p].frame_open)
+            .map(|(&p, _)| self.nodes[p].slot)
+            .collect();
+        self.totals.alive_checks += alive.len() as u64;
+        *self.rr.alive[idx].lock().unwrap_or_else(|p| p.into_inner()) = alive;
+
+        let cfg0 = self.rng.next();
+        let mut config = CallConfig {
+            flags: self.rng.below(4) as u32,
+            block_dim: self.rng.below(64) as u32,
+            user: [0; 6],
+        };
+        config.user[0] = cfg0;
+        let args: Vec<TaskArgs> = members
+            .iter_mut()
+            .map(|m| TaskArgs {
+                tensors: m.tensors.as_mut_ptr(),
+                num_tensors: m.tensors.len() as u32,
+                num_scalars: 4,
+                scalars: m.scalars.as_ptr(),
+                deps: m.deps.as_ptr(),
+                num_deps: m.deps.len() as u32,
+                reserved: 0,
+            })
+            .collect();
+        let (sk, workers): (SubmitKind, Vec<i32>) = match &kind {
+            Kind::Nl(t) => (SubmitKind::NextLevel, vec![*t]),
+            Kind::NlGroup(ids) => (SubmitKind::NextLevelGroup, ids.clone()),
+            Kind::Sub => (SubmitKind::Sub, vec![]),
+            Kind::SubGroup(_) => (SubmitKind::SubGroup, vec![]),
+            Kind::Alloc => unreachable!(),
+        };
+        let h = self
+            .o
+            .submit(sk, &callable(), &args, &config, &workers)
+            .map_err(|e| format!("submit of node n{idx} ({kind:?}) failed: {e}"))?;
+        drop(args);
+        if h.run_id != self.run_id {
+            return Err(format!(
+                "node n{idx}: handle names run {} instead of {}",
+                h.run_id, self.run_id
+            ));
+        }
+        self.last_slot = Some(h.slot);
+        for (mi, m) in members.iter_mut().enumerate() {
+            m.hash = hash_tensors(&m.tensors);
+            for ti in 0..m.tensors.len() {
+                if m.bufs[ti] != usize::MAX {
+                    continue;
+                }
+                let t = m.tensors[ti];
+                if t.data.is_null() {
+                    return Err(format!(
+                        "node n{idx}: auto-allocated OUTPUT {ti} of member {mi} was not written back"
+                    ));
+                }
+                let (layout, len) = if t.ndim == 2 {
+                    (Layout::Mat8, 512)
+                } else {
+                    (Layout::Flat, 128)
+                };
+                let name = format!("O{idx}.{mi}.{ti}");
+                self.new_buf(name, t.data as u64, len, layout, idx);
+                m.bufs[ti] = self.bufs.len() - 1;
+                self.totals.autos += 1;
+            }
+        }
+        self.totals.nodes += 1;
+        self.totals.members += n as u64;
+        if matches!(kind, Kind::NlGroup(_) | Kind::SubGroup(_)) {
+            self.totals.groups += 1;
+        }
+        self.totals.edges += req
+            .keys()
+            .filter(|&&p| !matches!(self.nodes[p].kind, Kind::Alloc))
+            .count() as u64;
+        self.nodes.push(Node {
+            kind,
+            slot: h.slot,
+            level: self.depth(),
+            frame_open: true,
+            members,
+            deps,
+            req,
+            cfg0,
+            alloc: None,
+        });
+        self.frames.last_mut().expect("frame").push(idx);
+        self.ops.push(Op::Node(idx));
+        Ok(())
+    }
+
+    pub(crate) fn submit_alloc(&mut self) -> Result<(), String> {
+        self.make_room()?;
+        let idx = self.nodes.len();
+        let (shape, dtype, layout): (Vec<u64>, DataType, Layout) = match self.rng.below(4) {
+            0 => (vec![8, 8], DataType::U64, Layout::Mat8),
+            1 => (vec![16], DataType::U64, Layout::Flat),
+            2 => (vec![32], DataType::U32, Layout::Flat),
+            _ => (vec![100], DataType::U8, Layout::Flat),
+        };
+        let (ptr, h) = self
+            .o
+            .alloc(&shape, dtype as u32)
+            .map_err(|e| format!("alloc of node n{idx} failed: {e}"))?;
+        if ptr.is_null() || (ptr as u64) % 1024 != 0 {
+            return Err(format!(
+                "alloc of node n{idx} returned {ptr:?}, not 1024-aligned"
+            ));
+        }
+        if h.run_id != self.run_id {
+            return Err(format!("alloc n{idx}: handle names run {}", h.run_id));
+        }
+        self.last_slot = Some(h.slot);
+        let len = shape.iter().product::<u64>() * dtype_size(dtype as u32).expect("dtype");
+        self.new_buf(format!("A{idx}"), ptr as u64, len, layout, idx);
+        self.nodes.push(Node {
+            kind: Kind::Alloc,
+            slot: h.slot,
+            level: self.depth(),
+            frame_open: true,
+            members: Vec::new(),
+            deps: Vec::new(),
+            req: BTreeMap::new(),
+            cfg0: 0,
+            alloc: Some((shape, dtype as u32)),
+        });
+        self.frames.last_mut().expect("frame").push(idx);
+        self.ops.push(Op::Node(idx));
+        self.totals.allocs += 1;
+        Ok(())
+    }
+
+    /// Open every remaining level (64 nested scopes), check the 65th is refused, submit a
+    /// task at the bottom, then come back.
+    pub(crate) fn deep_excursion(&mut self) -> Result<(), String> {
+        let back = self.depth();
+        while self.depth() < 65 {
+            self.scope_begin()?;
+        }
+        match status_of(self.o.scope_begin()) {
+            Err(Status::ScopeTooDeep) => {}
+            other => {
+                return Err(format!(
+                    "scope_begin beyond 64 nested scopes returned {other:?}, expected ScopeTooDeep"
+                ))
+            }
+        }
+        self.ops.push(Op::Note("65th nested scope refused".into()));
+        self.submit_task()?;
+        while self.depth() > back {
+            self.scope_end()?;
+        }
+        self.totals.deep += 1;
+        self.totals.error_paths += 1;
+        Ok(())
+    }
+
+    /// Deterministic inference check of a gated run: nothing has finished yet, so every
+    /// required producer that is a task must have the consumer wired on it.
+    pub(crate) fn check_wiring(&mut self) -> Vec<String> {
+        let e = &self.env.engine;
+        let mut errs = Vec::new();
+        for (ci, c) in self.nodes.iter().enumerate() {
+            if matches!(c.kind, Kind::Alloc) {
+                continue;
+            }
+            let mut any_task = false;
+            for (&p, &retain) in &c.req {
+                let pn = &self.nodes[p];
+                if matches!(pn.kind, Kind::Alloc) {
+                    continue;
+                }
+                any_task = true;
+                self.totals.wiring_checks += 1;
+                let s = e.slots.get(pn.slot);
+                let g = s.core.sync.lock().unwrap_or_else(|x| x.into_inner());
+                if g.id != pn.slot {
+                    errs.push(format!(
+                        "gated: producer n{p} (slot {}) is no longer in its slot (holds {}) before anything finished",
+                        pn.slot, g.id
+                    ));
+                    continue;
+                }
+                match g.consumers.iter().find(|x| x.slot == c.slot) {
+                    None => errs.push(format!(
+                        "MISSED EDGE: n{ci} (slot {}) must wait for n{p} (slot {}) but is not among its consumers ({} consumers: {:?})",
+                        c.slot, pn.slot, g.consumers.len(),
+                        g.consumers.iter().map(|x| x.slot).collect::<Vec<_>>()
+                    )),
+                    Some(x) if retain && !x.retain => errs.push(format!(
+                        "n{ci} (slot {}) is wired on n{p} (slot {}) without retaining it (tensor edge or add_dep)",
+                        c.slot, pn.slot
+                    )),
+                    Some(_) => {}
+                }
+            }
+            let st = e.slots.get(c.slot).core.state();
+            if any_task && st != PENDING {
+                errs.push(format!(
+                    "n{ci} (slot {}) has unfinished required producers but is {}",
+                    c.slot,
+                    state_name(st)
+                ));
+            }
+        }
+        errs
+    }
+}
