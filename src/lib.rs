@@ -14,6 +14,7 @@ pub mod event;
 pub mod lane;
 pub mod log;
 pub mod orchestrator;
+pub mod prefetch;
 pub mod ring;
 pub mod run;
 pub mod scheduler;

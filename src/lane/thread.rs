@@ -69,10 +69,15 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
             crate::scheduler::idle_sweep(&e);
         }
     };
+    // Whether the last job was long enough to have evicted what the next one reads.
+    let mut cold = true;
     // Spin for the next job whatever the jobs' length: a lane of long jobs holds only its
     // running one (see `LONG_JOB_DEPTH`), so its next one comes from the pass its report
     // runs, or another thread's, microseconds later; parked, it would wait for a wake-up.
     while let Some(job) = lane.mailbox.next(|| idle(&mut looked)) {
+        if cold {
+            e.slots.prefetch_job(job.slot);
+        }
         // A job queued behind another is claimed now; losing the claim (it was cancelled or
         // moved to another lane) means it is reported skipped, unrun.
         let ran = job.claimed || e.slots.get(job.slot).core.try_claim_running_id(job.slot);
@@ -81,6 +86,15 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
         } else {
             (None, None)
         };
+        // After a job long enough to have evicted them, warm what the pass this lane runs
+        // next touches first: the scheduler role and this slot (see `complete_task`). After
+        // tiny jobs they are still warm, and asking for the role's lines could take them
+        // from the other lane in the middle of its pass.
+        cold = ns.is_some_and(|ns| ns >= crate::scheduler::PACK_JOB_NS);
+        if cold {
+            crate::prefetch::write_all(&*e.sched);
+            e.slots.prefetch_id(job.slot);
+        }
         crate::lane::report(
             &e,
             Completion {

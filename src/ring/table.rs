@@ -10,23 +10,6 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Ask for the line at `p` in exclusive state: its next access is a write, and its last
-/// writer was usually a thread on the other core.
-#[inline]
-fn prefetchw(p: *const u8) {
-    // SAFETY: prefetching is a hint that never faults; callers pass addresses inside a slot.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::asm!(
-            "prefetchw byte ptr [{0}]",
-            in(reg) p,
-            options(nostack, preserves_flags, readonly)
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Table entries are built in chunks of this many as claims first reach them (the first
 /// when the table is made), so a large window costs memory only up to the high-water mark
 /// of slots in flight.
@@ -272,12 +255,32 @@ impl SlotTable {
 
     /// Warm the two lines a reference release and consumption of slot `id` touch (the
     /// data's first line and the core's), ahead of a walk over many cold slots (a scope's
-    /// releases).
+    /// releases, a completion's consumers and producers).
     pub fn prefetch_id(&self, id: SlotId) {
         if let Some(p) = self.slot_addr((id & INDEX_MASK) as usize) {
-            prefetchw(p);
-            // SAFETY: the core lies inside the slot.
-            prefetchw(unsafe { p.add(std::mem::offset_of!(Slot, core)) });
+            crate::prefetch::write(p);
+            crate::prefetch::write(p.wrapping_add(std::mem::offset_of!(Slot, core)));
+        }
+    }
+
+    /// Warm the core line of slot `id` only (a consumer whose fan-in a completion releases:
+    /// its data may be the submitting thread's still, being built).
+    pub fn prefetch_core(&self, id: SlotId) {
+        if let Some(p) = self.slot_addr((id & INDEX_MASK) as usize) {
+            crate::prefetch::write(p.wrapping_add(std::mem::offset_of!(Slot, core)));
+        }
+    }
+
+    /// Warm a job's slot before its lane claims and runs it: the core (claimed, written)
+    /// and the data (read). A lane comes to it from a kernel that evicted everything, and
+    /// would otherwise miss on these lines one after the other.
+    pub fn prefetch_job(&self, id: SlotId) {
+        if let Some(p) = self.slot_addr((id & INDEX_MASK) as usize) {
+            let core = std::mem::offset_of!(Slot, core);
+            crate::prefetch::write(p.wrapping_add(core));
+            for off in (0..core).step_by(64) {
+                crate::prefetch::read(p.wrapping_add(off));
+            }
         }
     }
 
@@ -286,8 +289,7 @@ impl SlotTable {
     fn prefetch(&self, i: usize) {
         if let Some(p) = self.slot_addr(i) {
             for off in (0..std::mem::size_of::<Slot>()).step_by(64) {
-                // SAFETY: `off` is inside the slot.
-                prefetchw(unsafe { p.add(off) });
+                crate::prefetch::write(p.wrapping_add(off));
             }
         }
     }

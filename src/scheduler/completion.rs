@@ -35,10 +35,12 @@ pub fn route(q: &mut ReadyQueues, sid: SlotId, route: Route) {
 
 /// Aggregate completion of a dispatched slot: COMPLETED or FAILED, consumers released (the
 /// ones this made READY go to `ready`, for the router) or poisoned, producer references
-/// released, then the self-release. Slots that reach CONSUMED go to `reclaim`.
+/// released, then the self-release. Slots that reach CONSUMED go to `reclaim`. `cold`: the
+/// job was long enough to have evicted the slots this touches.
 pub fn complete_task(
     e: &Engine,
     sid: SlotId,
+    cold: bool,
     failure: Option<Arc<str>>,
     edges: &mut Vec<Edge>,
     ready: &mut Vec<(SlotId, Route)>,
@@ -46,8 +48,21 @@ pub fn complete_task(
 ) {
     let slot = e.slots.get(sid);
     slot.core.finish(failure.as_ref(), edges);
-    // SAFETY: the slot is terminal and only this thread finishes it; `run` is immutable.
-    let run = unsafe { slot.data() }.run.get();
+    // SAFETY: the slot is terminal and only this thread finishes it; `run` and `producers`
+    // are immutable.
+    let d = unsafe { slot.data() };
+    // Every slot this completion locks next, asked for at once: after a kernel they are all
+    // cold, and one by one each lock would wait out its own miss. (After a tiny job they
+    // are warm, and a consumer's line is as likely the submitting thread's, mid-publish.)
+    if cold {
+        for edge in edges.iter() {
+            e.slots.prefetch_core(edge.slot);
+        }
+        for &p in d.producers.iter() {
+            e.slots.prefetch_id(p);
+        }
+    }
+    let run = d.run.get();
     match &failure {
         None => {
             if let Some(r) = run {

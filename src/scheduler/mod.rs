@@ -451,6 +451,7 @@ impl Sched {
         completion::complete_task(
             &self.e,
             c.slot,
+            c.ns.is_some_and(|ns| ns >= PACK_JOB_NS),
             failure,
             &mut self.edges,
             &mut self.ready,
