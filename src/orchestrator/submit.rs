@@ -127,7 +127,15 @@ impl Orchestrator {
         let mut live = 0;
         let mut poisoned: Option<Arc<str>> = None;
         let mut fan_out = None;
-        for &(p, retain) in &self.producers {
+        // Producers' cores are usually the lanes' lines (they ran them): asked for a few
+        // ahead of their attach, the misses overlap instead of being waited out in turn.
+        for &(p, _) in self.producers.iter().take(ATTACH_AHEAD) {
+            self.e.slots.prefetch_core(p);
+        }
+        for (i, &(p, retain)) in self.producers.iter().enumerate() {
+            if let Some(&(q, _)) = self.producers.get(i + ATTACH_AHEAD) {
+                self.e.slots.prefetch_core(q);
+            }
             if let Some((c, n)) = self.credit.as_mut().filter(|_| retain) {
                 if *c == p && *n > 0 {
                     // COMPLETED, and held there by the credit's own references.
@@ -356,6 +364,9 @@ impl Orchestrator {
         )
     }
 }
+
+/// How far ahead of its attach a producer's core line is asked for.
+const ATTACH_AHEAD: usize = 8;
 
 /// Room for `n` items in a slot's just-cleared vector: one allocation, not one per doubling,
 /// when a fresh slot's inline room is too small (a reused slot's, or the inline room, is
