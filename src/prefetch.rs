@@ -2,37 +2,37 @@
 //! the submitting thread claims slots another core last wrote: asking for all of a step's
 //! lines at once overlaps misses that would otherwise be waited out one after the other.
 
-/// Ask for the line at `p` in exclusive state: its next access is a write.
-#[inline]
-pub fn write(p: *const u8) {
-    // SAFETY: a prefetch is a hint that never faults, whatever the address.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::asm!(
-            "prefetchw byte ptr [{0}]",
-            in(reg) p,
-            options(nostack, preserves_flags, readonly)
-        )
+/// One prefetch hint per x86-64 instruction; elsewhere a no-op.
+macro_rules! hint {
+    ($(#[$doc:meta])* $name:ident, $insn:literal) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(p: *const u8) {
+            // SAFETY: a prefetch is a hint that never faults, whatever the address.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                std::arch::asm!(
+                    concat!($insn, " byte ptr [{0}]"),
+                    in(reg) p,
+                    options(nostack, preserves_flags, readonly)
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = p;
+        }
     };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
-/// Ask for the line at `p` in shared state: its next access is a read.
-#[inline]
-pub fn read(p: *const u8) {
-    // SAFETY: as for `write`.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::asm!(
-            "prefetcht0 byte ptr [{0}]",
-            in(reg) p,
-            options(nostack, preserves_flags, readonly)
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+hint!(
+    /// Ask for the line at `p` in exclusive state: its next access is a write.
+    write,
+    "prefetchw"
+);
+hint!(
+    /// Ask for the line at `p` in shared state: its next access is a read.
+    read,
+    "prefetcht0"
+);
 
 /// `write` for every line of `*x`.
 #[inline]
