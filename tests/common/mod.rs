@@ -397,3 +397,160 @@ pub fn view_bytes(t: &Tensor, base: u64, out: &mut Vec<u64>) {
         }
     }
 }
+
+/// A member's random tensors (the generator `random_dags` and `fault_injection` share): up to
+/// four, each an auto-allocated OUTPUT (5%) or a random view of a live buffer with a random
+/// tag. Returns the tensors and, per tensor, its buffer (usize::MAX: auto-allocated).
+pub fn gen_tensors(rng: &mut Rng, bufs: &[Buf]) -> (Vec<Tensor>, Vec<usize>) {
+    let nt = rng.below(5) as usize;
+    let mut tensors = Vec::with_capacity(nt);
+    let mut buf_of = Vec::with_capacity(nt);
+    let alive: Vec<usize> = (0..bufs.len()).filter(|&i| bufs[i].alive).collect();
+    for _ in 0..nt {
+        let r = rng.below(100);
+        if r >= 95 {
+            // OUTPUT with a null data pointer: the runtime allocates it.
+            let mut t = if rng.pct(50) {
+                tensor(0, 0, DataType::U64, &[8, 8], &[])
+            } else {
+                tensor(0, 0, DataType::U64, &[16], &[])
+            };
+            t.tag = Tag::Output as u32;
+            tensors.push(t);
+            buf_of.push(usize::MAX);
+            continue;
+        }
+        let tag = match r {
+            0..=32 => Tag::Input,
+            33..=47 => Tag::Output,
+            48..=72 => Tag::Inout,
+            73..=84 => Tag::OutputExisting,
+            _ => Tag::NoDep,
+        };
+        let bi = alive[rng.below(alive.len() as u64) as usize];
+        let mut t = gen_view(rng, &bufs[bi]);
+        t.tag = tag as u32;
+        tensors.push(t);
+        buf_of.push(bi);
+    }
+    (tensors, buf_of)
+}
+
+/// Explicit dependencies for node `node` of run `run_id` (30% of members name one or two
+/// earlier nodes, biased to recent ones); `slot_of` gives a node's slot.
+pub fn gen_deps(
+    rng: &mut Rng,
+    node: usize,
+    run_id: u64,
+    slot_of: impl Fn(usize) -> u64,
+) -> Vec<Dep> {
+    let mut deps = Vec::new();
+    if node > 0 && rng.pct(30) {
+        for _ in 0..rng.range(1, 3) {
+            // Biased to recent nodes, but any earlier node of the run can be named.
+            let back = if rng.pct(70) {
+                rng.below(node.min(6) as u64)
+            } else {
+                rng.below(node as u64)
+            } as usize;
+            let p = node - 1 - back;
+            let kind = if rng.pct(50) {
+                DepKind::Retain
+            } else {
+                DepKind::Wait
+            };
+            deps.push(Dep {
+                handle: TaskHandle {
+                    run_id,
+                    slot: slot_of(p),
+                },
+                kind: kind as u32,
+                reserved: 0,
+            });
+        }
+    }
+    deps
+}
+
+/// How long an executor spins (scalar 3): mostly not at all, sometimes up to 8000 rounds,
+/// sometimes a yield.
+pub fn gen_spin(rng: &mut Rng) -> u64 {
+    match rng.below(100) {
+        0..=59 => 0,
+        60..=84 => rng.range(1, 300),
+        85..=96 => rng.range(300, 8000),
+        _ => SPIN_YIELD,
+    }
+}
+
+/// A random task kind over lanes `l`: NEXT_LEVEL single or group, SUB single or group.
+pub fn gen_kind(rng: &mut Rng, l: &Lanes) -> Kind {
+    match rng.below(100) {
+        0..=34 => Kind::Nl(l.nl[rng.below(l.nl.len() as u64) as usize]),
+        35..=49 => {
+            let mut ids = l.nl.clone();
+            for i in (1..ids.len()).rev() {
+                ids.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            ids.truncate(rng.range(1, l.nl.len() as u64) as usize);
+            Kind::NlGroup(ids)
+        }
+        50..=84 => Kind::Sub,
+        _ => Kind::SubGroup(rng.range(1, l.subs as u64) as usize),
+    }
+}
+
+/// A member as the reference model reads it: its explicit deps, tensors and, per tensor, its
+/// buffer (usize::MAX: auto-allocated).
+pub type MemberRefs<'a> = (&'a [Dep], &'a [Tensor], &'a [usize]);
+
+/// Reference model of node `idx`, byte-exact: explicit deps first (each names node
+/// `node_of(slot)`; retained if any path asks for it), then each tensor in submission order
+/// (a lookup, then an insert, so the node's own earlier writes shadow older writers): the
+/// last writer of any byte a lookup touches is required; an insert becomes the last writer.
+/// Returns the required producers (node -> retained) and the explicit deps in order.
+pub fn model_required(
+    bufs: &mut [Buf],
+    scratch: &mut Vec<u64>,
+    members: &[MemberRefs<'_>],
+    idx: usize,
+    node_of: impl Fn(u64) -> usize,
+) -> (BTreeMap<usize, bool>, Vec<(usize, bool)>) {
+    let mut req: BTreeMap<usize, bool> = BTreeMap::new();
+    let mut deps = Vec::new();
+    for &(member_deps, _, _) in members {
+        for d in member_deps {
+            let p = node_of(d.handle.slot);
+            let retain = d.kind == DepKind::Retain as u32;
+            deps.push((p, retain));
+            *req.entry(p).or_insert(false) |= retain;
+        }
+    }
+    for &(_, tensors, buf_of) in members {
+        for (t, &bi) in tensors.iter().zip(buf_of) {
+            if bi == usize::MAX {
+                continue;
+            }
+            let tag = Tag::from_u32(t.tag).expect("tag");
+            if tag == Tag::NoDep {
+                continue;
+            }
+            let b = &mut bufs[bi];
+            view_bytes(t, b.base, scratch);
+            if tag.looks_up() {
+                for &x in scratch.iter() {
+                    let w = b.last[x as usize];
+                    if w != 0 && w as usize - 1 != idx {
+                        req.insert(w as usize - 1, true);
+                    }
+                }
+            }
+            if tag.inserts() {
+                for &x in scratch.iter() {
+                    b.last[x as usize] = idx as u32 + 1;
+                }
+            }
+        }
+    }
+    (req, deps)
+}

@@ -244,7 +244,7 @@ impl Builder<'_> {
     fn hostile_sweep(&mut self) -> Result<(), String> {
         let idx = self.nodes.len();
         for _ in 0..3 {
-            let kind = self.gen_kind();
+            let kind = gen_kind(&mut self.rng, &self.env.lanes);
             let members: Vec<Member> = (0..kind.members())
                 .map(|m| self.gen_member(idx, m, FAIL_NONE, false))
                 .collect();

@@ -137,12 +137,6 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn alive_bufs(&self) -> Vec<usize> {
-        (0..self.bufs.len())
-            .filter(|&i| self.bufs[i].alive)
-            .collect()
-    }
-
     fn new_buf(&mut self, name: String, base: u64, len: u64, layout: Layout, writer: usize) {
         self.bufs.push(Buf {
             name,
@@ -156,69 +150,10 @@ impl<'a> Builder<'a> {
     }
 
     fn gen_member(&mut self, node: usize, m: usize) -> Member {
-        let nt = self.rng.below(5) as usize;
-        let mut tensors = Vec::with_capacity(nt);
-        let mut bufs = Vec::with_capacity(nt);
-        let alive = self.alive_bufs();
-        for _ in 0..nt {
-            let r = self.rng.below(100);
-            if r >= 95 {
-                // OUTPUT with a null data pointer: the runtime allocates it.
-                let mut t = if self.rng.pct(50) {
-                    tensor(0, 0, DataType::U64, &[8, 8], &[])
-                } else {
-                    tensor(0, 0, DataType::U64, &[16], &[])
-                };
-                t.tag = Tag::Output as u32;
-                tensors.push(t);
-                bufs.push(usize::MAX);
-                continue;
-            }
-            let tag = match r {
-                0..=32 => Tag::Input,
-                33..=47 => Tag::Output,
-                48..=72 => Tag::Inout,
-                73..=84 => Tag::OutputExisting,
-                _ => Tag::NoDep,
-            };
-            let bi = alive[self.rng.below(alive.len() as u64) as usize];
-            let b = &self.bufs[bi];
-            let mut t = gen_view(&mut self.rng, b);
-            t.tag = tag as u32;
-            tensors.push(t);
-            bufs.push(bi);
-        }
-        let mut deps = Vec::new();
-        if node > 0 && self.rng.pct(30) {
-            for _ in 0..self.rng.range(1, 3) {
-                // Biased to recent nodes, but any earlier node of the run can be named.
-                let back = if self.rng.pct(70) {
-                    self.rng.below(node.min(6) as u64)
-                } else {
-                    self.rng.below(node as u64)
-                } as usize;
-                let p = node - 1 - back;
-                let kind = if self.rng.pct(50) {
-                    DepKind::Retain
-                } else {
-                    DepKind::Wait
-                };
-                deps.push(Dep {
-                    handle: TaskHandle {
-                        run_id: self.run_id,
-                        slot: self.nodes[p].slot,
-                    },
-                    kind: kind as u32,
-                    reserved: 0,
-                });
-            }
-        }
-        let spin = match self.rng.below(100) {
-            0..=59 => 0,
-            60..=84 => self.rng.range(1, 300),
-            85..=96 => self.rng.range(300, 8000),
-            _ => SPIN_YIELD,
-        };
+        let (tensors, bufs) = gen_tensors(&mut self.rng, &self.bufs);
+        let nodes = &self.nodes;
+        let deps = gen_deps(&mut self.rng, node, self.run_id, |p| nodes[p].slot);
+        let spin = gen_spin(&mut self.rng);
         Member {
             tensors,
             bufs,
@@ -228,30 +163,13 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn gen_kind(&mut self) -> Kind {
-        let l = &self.env.lanes;
-        match self.rng.below(100) {
-            0..=34 => Kind::Nl(l.nl[self.rng.below(l.nl.len() as u64) as usize]),
-            35..=49 => {
-                let mut ids = l.nl.clone();
-                for i in (1..ids.len()).rev() {
-                    ids.swap(i, self.rng.below(i as u64 + 1) as usize);
-                }
-                ids.truncate(self.rng.range(1, l.nl.len() as u64) as usize);
-                Kind::NlGroup(ids)
-            }
-            50..=84 => Kind::Sub,
-            _ => Kind::SubGroup(self.rng.range(1, l.subs as u64) as usize),
-        }
-    }
-
     pub(crate) fn submit_task(&mut self) -> Result<(), String> {
         self.make_room()?;
         let idx = self.nodes.len();
         if idx >= MAX_NODES {
             return Err("generator produced too many nodes".into());
         }
-        let kind = self.gen_kind();
+        let kind = gen_kind(&mut self.rng, &self.env.lanes);
         let n = match &kind {
             Kind::NlGroup(ids) => ids.len(),
             Kind::SubGroup(k) => *k,
@@ -259,49 +177,15 @@ impl<'a> Builder<'a> {
         };
         let mut members: Vec<Member> = (0..n).map(|m| self.gen_member(idx, m)).collect();
 
-        // Reference model: explicit deps first, then each tensor in submission order (a
-        // lookup, then an insert), so the node's own earlier writes shadow older writers.
-        let mut req: BTreeMap<usize, bool> = BTreeMap::new();
-        let mut deps = Vec::new();
-        for m in &members {
-            for d in &m.deps {
-                let p = self
-                    .nodes
-                    .iter()
-                    .position(|x| x.slot == d.handle.slot)
-                    .expect("dep");
-                let retain = d.kind == DepKind::Retain as u32;
-                deps.push((p, retain));
-                *req.entry(p).or_insert(false) |= retain;
-            }
-        }
-        for m in &members {
-            for (t, &bi) in m.tensors.iter().zip(&m.bufs) {
-                self.totals.tensors += 1;
-                if bi == usize::MAX {
-                    continue;
-                }
-                let tag = Tag::from_u32(t.tag).expect("tag");
-                if tag == Tag::NoDep {
-                    continue;
-                }
-                let b = &mut self.bufs[bi];
-                view_bytes(t, b.base, &mut self.scratch);
-                if tag.looks_up() {
-                    for &x in &self.scratch {
-                        let w = b.last[x as usize];
-                        if w != 0 && w as usize - 1 != idx {
-                            req.insert(w as usize - 1, true);
-                        }
-                    }
-                }
-                if tag.inserts() {
-                    for &x in &self.scratch {
-                        b.last[x as usize] = idx as u32 + 1;
-                    }
-                }
-            }
-        }
+        // Reference model (`common::model_required`).
+        let refs: Vec<MemberRefs> = members
+            .iter()
+            .map(|m| (&m.deps[..], &m.tensors[..], &m.bufs[..]))
+            .collect();
+        self.totals.tensors += refs.iter().map(|r| r.1.len() as u64).sum::<u64>();
+        let nodes = &self.nodes;
+        let node_of = |slot| nodes.iter().position(|x| x.slot == slot).expect("dep");
+        let (req, deps) = model_required(&mut self.bufs, &mut self.scratch, &refs, idx, node_of);
         // A retained producer still held by an open scope is alive at submit, so the engine
         // must keep it alive until this node finishes.
         let alive: Vec<u64> = req
