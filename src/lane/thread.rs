@@ -90,7 +90,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
         // next touches first: the scheduler role and this slot (see `complete_task`). After
         // tiny jobs they are still warm, and asking for the role's lines could take them
         // from the other lane in the middle of its pass.
-        cold = ns.is_some_and(|ns| ns >= crate::scheduler::PACK_JOB_NS);
+        cold = crate::scheduler::left_caches_cold(ns);
         if cold {
             crate::prefetch::write_all(&*e.sched);
             e.slots.prefetch_id(job.slot);

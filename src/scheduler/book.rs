@@ -26,6 +26,13 @@ pub const SHORT_JOB_NS: u64 = 20_000;
 /// W1-W3 within noise).
 pub const PACK_JOB_NS: u64 = 2_000;
 
+/// Whether a job that ran for `ns` (None: untimed, which only tiny jobs are) was long enough
+/// to have evicted what the scheduler's next steps touch from its core's caches: they are
+/// then worth prefetching (see `crate::prefetch`).
+pub fn left_caches_cold(ns: Option<u64>) -> bool {
+    ns.is_some_and(|ns| ns >= PACK_JOB_NS)
+}
+
 /// Rebalancing checks without a completion from a lane of tiny jobs after which its
 /// running job counts as stuck (a long one among tiny ones), and the jobs queued behind it
 /// may be taken back. Checks, not time: a pass reads no clock.

@@ -22,7 +22,7 @@ pub mod queues;
 mod stall;
 
 use book::LaneBook;
-pub use book::{PACK_JOB_NS, SHORT_JOB_NS, STUCK_SWEEP};
+pub use book::{left_caches_cold, PACK_JOB_NS, SHORT_JOB_NS, STUCK_SWEEP};
 use stall::{Stall, STALL_WARNING_AFTER};
 
 use crate::lane::{Completion, Job, LaneKind};
@@ -451,7 +451,7 @@ impl Sched {
         completion::complete_task(
             &self.e,
             c.slot,
-            c.ns.is_some_and(|ns| ns >= PACK_JOB_NS),
+            left_caches_cold(c.ns),
             failure,
             &mut self.edges,
             &mut self.ready,
