@@ -1,7 +1,8 @@
 //! While a run is still being built, the scheduler consumes the slots its lanes finish in
 //! batches instead of one pass at a time (`Sched::pass`): a scoped stream whose lanes lag
 //! behind the submitter shows reclaim batches larger than any one pass could drain, and
-//! everything is still reclaimed by the end of the run.
+//! everything is still reclaimed by the end of the run. The lag is enforced (each task waits
+//! for the submitter to be LAG tasks ahead), not presumed from the two threads' speeds.
 
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskView};
@@ -12,21 +13,32 @@ use std::ffi::c_void;
 mod common;
 use common::gated::{in_run, rec, submit, submit_after, wait_run, Gate, Rec};
 use common::{sub_worker, tensor};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Busy for a few microseconds, then mark the task's buffer: long enough that two lanes
-/// fall behind the submitter, so slots finish after their scope ended and lanes consume them.
+/// How far the submitter is ahead of the lanes: task i does not finish before task
+/// i + LAG has been submitted, so every slot finishes after its scope ended (LAG spans two
+/// scopes) and the lanes, not the scope's end, consume it, whatever the host's speed.
+const LAG: usize = 512;
+/// Tasks submitted so far, and the address of task 0's buffer (task i's is 64 bytes on).
+static SUBMITTED: AtomicUsize = AtomicUsize::new(0);
+static BASE: AtomicUsize = AtomicUsize::new(0);
+
+/// Wait for the submitter to be LAG tasks ahead (or done), busy a few microseconds, then mark
+/// the task's buffer.
 unsafe extern "C" fn work(t: *const TaskView, _u: *mut c_void) -> i32 {
+    // SAFETY: the runtime passes a valid view whose one tensor points at a live u64.
+    let p = unsafe { (*(*t).tensors).data as *mut u64 };
+    let i = (p as usize - BASE.load(Ordering::Acquire)) / 64;
+    while SUBMITTED.load(Ordering::Acquire) < i + LAG {
+        std::hint::spin_loop();
+    }
     let until = Instant::now() + Duration::from_micros(3);
     while Instant::now() < until {
         std::hint::spin_loop();
     }
-    // SAFETY: the runtime passes a valid view whose one tensor points at a live u64.
-    unsafe {
-        let p = (*(*t).tensors).data as *mut u64;
-        *p += 1;
-    }
+    // SAFETY: as above; each task has its own buffer.
+    unsafe { *p += 1 };
     0
 }
 
@@ -46,6 +58,7 @@ fn lanes_consume_a_scoped_stream_in_batches() {
     let e = w.engine().unwrap().clone();
     // One cache line per task's buffer, as in the W1 workload.
     let mut bufs = vec![0u64; TASKS * 8];
+    BASE.store(bufs.as_ptr() as usize, Ordering::Release);
     e.trace.start(path.clone()).unwrap();
     let run = {
         let mut o = w.orchestrator().unwrap().lock().unwrap();
@@ -68,7 +81,10 @@ fn lanes_consume_a_scoped_stream_in_batches() {
             let a = TaskArgs::of_tensors(std::slice::from_mut(&mut t));
             o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
                 .unwrap();
+            SUBMITTED.store(i + 1, Ordering::Release);
         }
+        // The last LAG tasks need not wait for submits that never come.
+        SUBMITTED.store(TASKS + LAG, Ordering::Release);
         o.scope_end().unwrap();
         o.close_run_submission(run).unwrap();
         run
@@ -104,7 +120,7 @@ fn lanes_consume_a_scoped_stream_in_batches() {
     );
     assert!(
         reclaimed >= TASKS as u64 / 2,
-        "lanes should lag behind the submitter and consume most slots; the scheduler \
+        "the lanes lag behind the submitter and should consume most slots; the scheduler \
          reclaimed only {reclaimed} of {TASKS}"
     );
     assert!(
