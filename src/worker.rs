@@ -10,7 +10,7 @@ use crate::ring::{HeapRings, SlotTable};
 use crate::run::RunRegistry;
 use crate::spsc::Padded;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Once};
 use std::thread::JoinHandle;
 
@@ -72,6 +72,10 @@ pub struct Engine {
     /// The scheduler role holds consumed slots back for a batch (`Sched::reclaim_or_hold`): while set,
     /// the scheduler thread's waits are timed, so none waits longer than the hold's bound.
     pub reclaim_held: AtomicBool,
+    /// Failure tickets, taken by a lane when a job fails: orders a group's member failures
+    /// by when they happened, not by which lane's completions a pass drains first (the
+    /// Scheduler seed: "the first member failure determines the stored failure").
+    pub failure_tickets: AtomicU32,
     /// Timeline trace (off unless started).
     pub trace: crate::trace::Trace,
 }
@@ -281,6 +285,7 @@ impl Worker {
             closing: AtomicBool::new(false),
             builder: std::sync::atomic::AtomicU64::new(0),
             reclaim_held: AtomicBool::new(false),
+            failure_tickets: AtomicU32::new(0),
             trace: crate::trace::Trace::new(
                 self.specs
                     .iter()

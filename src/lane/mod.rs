@@ -32,6 +32,8 @@ pub struct Completion {
     pub slot: SlotId,
     pub member: u32,
     pub failure: Option<Arc<str>>,
+    /// With a failure, its ticket (`Engine::failure_tickets`): lower is earlier.
+    pub ticket: u32,
     /// How long the executor ran, in ns (sizes the lane's mailbox depth); None when the job
     /// was not timed (skipped, or one of a run of tiny jobs: see `lane::thread::TIME_EVERY`).
     pub ns: Option<u64>,

@@ -76,8 +76,10 @@ pub struct SlotData {
     pub members: SmallVec<[MemberArgs; 1]>,
     /// Producers this slot holds a lifetime reference on (released when it finishes).
     pub producers: SmallVec<[SlotId; 2]>,
-    /// Group aggregation (scheduler only): members not yet terminal, and the first failure.
+    /// Group aggregation (scheduler only): members not yet terminal, and the first failure
+    /// with its ticket (`Engine::failure_tickets`).
     pub members_left: u32,
+    pub member_ticket: u32,
     pub member_failure: Option<Arc<str>>,
 }
 
@@ -96,6 +98,7 @@ impl Default for SlotData {
             outputs: SmallVec::new(),
             heap: None,
             members_left: 0,
+            member_ticket: 0,
             member_failure: None,
         }
     }

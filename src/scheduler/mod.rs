@@ -437,8 +437,12 @@ impl Sched {
         // SAFETY: the slot is RUNNING; only the scheduler writes group bookkeeping.
         let d = unsafe { slot.data() };
         let failure = if d.group && d.members.len() > 1 {
-            if d.member_failure.is_none() {
+            // The earliest failure by ticket: a pass drains lane by lane, so a lower lane's
+            // completion can come first here though its member failed later.
+            let earlier = |t: u32| (t.wrapping_sub(d.member_ticket) as i32) < 0;
+            if c.failure.is_some() && (d.member_failure.is_none() || earlier(c.ticket)) {
                 d.member_failure = c.failure;
+                d.member_ticket = c.ticket;
             }
             d.members_left -= 1;
             if d.members_left > 0 {
