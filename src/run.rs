@@ -22,6 +22,14 @@ pub struct RunCounts {
     pub cancelled: u64,
 }
 
+/// A run's recorded failure: the message, why, and the failed job's ticket when it is a
+/// task's own failure.
+struct Recorded {
+    msg: Arc<str>,
+    kind: FailureKind,
+    ticket: Option<u32>,
+}
+
 /// Why a run failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureKind {
@@ -51,8 +59,10 @@ pub struct Run {
     failed: AtomicU64,
     cancelled: AtomicU64,
     /// First failure of the run, reported by every wait; `orchestration` when the run's
-    /// submission failed (that message wins over task failures).
-    failure: Mutex<Option<(Arc<str>, FailureKind)>>,
+    /// submission failed (that message wins over task failures). A task's own failure
+    /// carries its ticket (`Engine::failure_tickets`): one that failed earlier but reached
+    /// the scheduler later (a pass drains lane by lane) still becomes the message.
+    failure: Mutex<Option<Recorded>>,
     /// Worker-wide run event, notified when any run's fence reaches zero.
     done_event: Arc<Event>,
     /// Failed slots of this run that were already consumed, with their messages: a later
@@ -140,18 +150,39 @@ impl Run {
         self.finished.load(Ordering::Acquire)
     }
 
-    /// Record a task failure; the first one is the run's message.
-    pub fn record_failure(&self, msg: &Arc<str>) {
+    /// Record a task failure; the first one is the run's message. `ticket`: the failed
+    /// job's, when this is its own failure (None for a consumer poisoned by it).
+    pub fn record_failure(&self, msg: &Arc<str>, ticket: Option<u32>) {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        if f.is_none() {
-            *f = Some((msg.clone(), FailureKind::Task));
+        let earlier = match (&*f, ticket) {
+            (None, _) => true,
+            (
+                Some(Recorded {
+                    kind: FailureKind::Task,
+                    ticket: Some(had),
+                    ..
+                }),
+                Some(t),
+            ) => crate::lane::earlier_ticket(t, *had),
+            _ => false,
+        };
+        if earlier {
+            *f = Some(Recorded {
+                msg: msg.clone(),
+                kind: FailureKind::Task,
+                ticket,
+            });
         }
     }
 
     /// Record the failure of the run's submission: it becomes the run's message.
     pub fn record_submission_failure(&self, msg: &Arc<str>) {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        *f = Some((msg.clone(), FailureKind::Orchestration));
+        *f = Some(Recorded {
+            msg: msg.clone(),
+            kind: FailureKind::Orchestration,
+            ticket: None,
+        });
     }
 
     /// A failed slot of this run is being consumed.
@@ -192,7 +223,7 @@ impl Run {
     /// The terminal result: the first failure message, if any.
     pub fn result(&self) -> Result<(), (Arc<str>, FailureKind)> {
         match &*self.failure.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(m) => Err(m.clone()),
+            Some(r) => Err((r.msg.clone(), r.kind)),
             None => Ok(()),
         }
     }

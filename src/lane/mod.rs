@@ -41,6 +41,12 @@ pub struct Completion {
     pub skipped: bool,
 }
 
+/// Whether failure ticket `a` was taken before `b` (tickets wrap; the failures compared are
+/// never 2^31 tickets apart).
+pub fn earlier_ticket(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaneKind {
     /// Directed: only tasks targeting this stable worker id run here.

@@ -36,18 +36,19 @@ pub fn route(q: &mut ReadyQueues, sid: SlotId, route: Route) {
 /// Aggregate completion of a dispatched slot: COMPLETED or FAILED, consumers released (the
 /// ones this made READY go to `ready`, for the router) or poisoned, producer references
 /// released, then the self-release. Slots that reach CONSUMED go to `reclaim`. `cold`: the
-/// job was long enough to have evicted the slots this touches.
+/// job was long enough to have evicted the slots this touches. `failure`: the message and
+/// the failure's ticket (`Engine::failure_tickets`).
 pub fn complete_task(
     e: &Engine,
     sid: SlotId,
     cold: bool,
-    failure: Option<Arc<str>>,
+    failure: Option<(Arc<str>, u32)>,
     edges: &mut Vec<Edge>,
     ready: &mut Vec<(SlotId, Route)>,
     reclaim: &mut Vec<SlotId>,
 ) {
     let slot = e.slots.get(sid);
-    slot.core.finish(failure.as_ref(), edges);
+    slot.core.finish(failure.as_ref().map(|(m, _)| m), edges);
     // SAFETY: the slot is terminal and only this thread finishes it; `run` and `producers`
     // are immutable.
     let d = unsafe { slot.data() };
@@ -74,10 +75,10 @@ pub fn complete_task(
                 }
             }
         }
-        Some(msg) => {
+        Some((msg, ticket)) => {
             if let Some(r) = run {
                 r.count_failed();
-                r.record_failure(msg);
+                r.record_failure(msg, Some(*ticket));
             }
             let consumers: Vec<SlotId> = edges.drain(..).map(|x| x.slot).collect();
             poison(e, consumers, msg, reclaim);
@@ -96,7 +97,7 @@ pub fn poison(e: &Engine, mut stack: Vec<SlotId>, msg: &Arc<str>, reclaim: &mut 
             // SAFETY: `run` was written before publication; we won the claim.
             if let Some(r) = unsafe { e.slots.get(c).data() }.run.get() {
                 r.count_failed();
-                r.record_failure(msg);
+                r.record_failure(msg, None);
             }
             stack.extend(edges.drain(..).map(|x| x.slot));
             retire(e, c, reclaim);
@@ -115,7 +116,7 @@ pub fn propagate_pending(e: &Engine, sid: SlotId, reclaim: &mut Vec<SlotId>) {
     // SAFETY: the submitting thread still owns the slot's data.
     if let Some(r) = unsafe { e.slots.get(sid).data() }.run.get() {
         r.count_failed();
-        r.record_failure(&msg);
+        r.record_failure(&msg, None);
     }
     poison(
         e,

@@ -439,8 +439,8 @@ impl Sched {
         let failure = if d.group && d.members.len() > 1 {
             // The earliest failure by ticket: a pass drains lane by lane, so a lower lane's
             // completion can come first here though its member failed later.
-            let earlier = |t: u32| (t.wrapping_sub(d.member_ticket) as i32) < 0;
-            if c.failure.is_some() && (d.member_failure.is_none() || earlier(c.ticket)) {
+            let earlier = crate::lane::earlier_ticket(c.ticket, d.member_ticket);
+            if c.failure.is_some() && (d.member_failure.is_none() || earlier) {
                 d.member_failure = c.failure;
                 d.member_ticket = c.ticket;
             }
@@ -448,9 +448,9 @@ impl Sched {
             if d.members_left > 0 {
                 return;
             }
-            d.member_failure.take()
+            d.member_failure.take().map(|m| (m, d.member_ticket))
         } else {
-            c.failure
+            c.failure.map(|m| (m, c.ticket))
         };
         completion::complete_task(
             &self.e,
