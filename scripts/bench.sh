@@ -9,6 +9,10 @@
 #   ROUNDS=1        rounds; each runs dagrt and the peers once, alternating which goes first.
 #                   The table takes, per figure, the median of the per-round medians.
 #   PEERS=1         0 skips the peer harness (dagrt only).
+#   PAIRS=10        then this many tight pairs (scripts/bench_pairs.sh): dagrt on 2 lanes and the
+#                   TBB and OpenMP peers on 2 threads back to back, seconds apart, and per
+#                   workload the median of the per-pair ratios, which the host's slow and fast
+#                   phases move far less than a round's (0 skips them; needs PEERS=1).
 #   PY=0            passed to run.sh (1 adds the Python peers; they need `pip install dask`).
 #   PEERS_DIR       peer harness directory (default /work/shared/bench/peers).
 #   OUT             results directory (default target/bench-results/<timestamp>).
@@ -23,7 +27,8 @@
 # Results directory: env.txt (machine, load, commit), build.log, workloads-bench (the exact
 # bench executable every round ran), dagrt.rN.jsonl (one JSON
 # object per measurement) and dagrt.rN.log, peers.rN.txt and peers.rN.log (raw run.sh
-# output), table.txt (what is printed) and summary.json (machine-readable summary).
+# output), table.txt (what is printed) and summary.json (machine-readable summary), pairs.jsonl
+# and pairs.txt (the tight pairs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -92,6 +97,12 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
+
+if [ "$PEERS" = 1 ] && [ "${PAIRS:-10}" -gt 0 ]; then
+    echo "== ${PAIRS:-10} tight pairs (log: $out/pairs.log)" >&2
+    PAIRS=${PAIRS:-10} PEERS_DIR=$PEERS_DIR PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
+        "$root/scripts/bench_pairs.sh" "$out" "$out/workloads-bench" 2> "$out/pairs.log"
+fi
 
 if [ "${CHOL:-1}" = 1 ]; then
     CHOL_SIZES=${CHOL_SIZES:-"2048:128 2048:256 4096:256"}

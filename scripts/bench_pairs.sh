@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Tight pairs: dagrt's workload bench on 2 lanes and the two fastest peers (TBB flow graph and
+# OpenMP, 2 threads) run back to back, a few seconds apart, PAIRS times, alternating which goes
+# first; then, per workload, the median of the per-pair ratios dagrt / best peer.
+#
+# Why: this machine's host has slow and fast phases lasting seconds to minutes (a pinned ALU
+# loop runs 3-4x slower in a slow one). A round of scripts/bench.sh runs dagrt's whole bench
+# and then every peer at 1 and 2 threads, minutes apart, so a round's ratio can compare a fast
+# phase with a slow one. A pair here spans about 4 s, and a ratio of two figures taken in one
+# phase does not depend on which phase it was.
+#
+# Usage: scripts/bench_pairs.sh OUT_DIR [BENCH_EXE]
+#   OUT_DIR: where pairs.jsonl (raw: one JSON object per measurement, tagged with its pair) and
+#   pairs.txt (the table) go. BENCH_EXE: the workloads bench executable (default: OUT_DIR's
+#   workloads-bench, as scripts/bench.sh leaves it, else built with cargo).
+# Env: PAIRS (default 10); PEERS_DIR (default /work/shared/bench/peers); PEERS_BUILD (default
+#   target/peers-build: the peer binaries run.sh builds; run.sh is run once if they are missing).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+[ $# -ge 1 ] || { sed -n 2,17p "$0" >&2; exit 2; }
+out=$1
+mkdir -p "$out"
+exe=${2:-$out/workloads-bench}
+if [ ! -x "$exe" ]; then
+    cargo bench --bench workloads --no-run > "$out/pairs-build.log" 2>&1
+    exe=$(sed -n 's/.*Executable benches\/workloads.rs (\(.*\))$/\1/p' "$out/pairs-build.log" | tail -1)
+fi
+PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
+pb=${PEERS_BUILD:-$root/target/peers-build}
+if [ ! -x "$pb/tbb_bench" ] || [ ! -x "$pb/omp_bench" ]; then
+    echo "== building the peers (run.sh, once)" >&2
+    PY=0 PEERS_BUILD=$pb "$PEERS_DIR/run.sh" > "$out/pairs-peers-build.log" 2>&1
+fi
+
+# One peer line "peer workload N ns" as a JSON object of the pair.
+peer() {
+    "$pb/$1_bench" "$1-t2" 2 | python3 -c '
+import sys, json
+for line in sys.stdin:
+    f = line.split()
+    if len(f) == 4:
+        print(json.dumps({"pair": int(sys.argv[1]), "who": f[0], "workload": f[1],
+                          "ns_per_task_median": float(f[3])}))' "$2"
+}
+dagrt() {
+    "$exe" --lanes 2 --kinds sub,next,next1 --reps 5 2> /dev/null | python3 -c '
+import sys, json
+for line in sys.stdin:
+    j = json.loads(line)
+    j["pair"] = int(sys.argv[1]); j["who"] = "dagrt-" + j["lane_kind"]
+    print(json.dumps(j))' "$1"
+}
+
+: > "$out/pairs.jsonl"
+for p in $(seq "${PAIRS:-10}"); do
+    echo "== pair $p" >&2
+    if [ $((p % 2)) = 1 ]; then
+        dagrt "$p" >> "$out/pairs.jsonl"
+        peer tbb "$p" >> "$out/pairs.jsonl"
+        peer omp "$p" >> "$out/pairs.jsonl"
+    else
+        peer omp "$p" >> "$out/pairs.jsonl"
+        peer tbb "$p" >> "$out/pairs.jsonl"
+        dagrt "$p" >> "$out/pairs.jsonl"
+    fi
+done
+python3 "$root/scripts/bench_pairs.py" "$out/pairs.jsonl" | tee "$out/pairs.txt"
