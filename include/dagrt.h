@@ -461,8 +461,9 @@ typedef struct dagrt_worker_config {
    */
   uint32_t task_window;
   /*
-   Back-pressure timeout of a submit or alloc, in ms: one bound for its slot and heap
-   reservations together. Default 10000.
+   Back-pressure timeout of a submit or alloc, in ms: it fails once it has waited this
+   long with no progress (no slot freed, no reservation of its heap ring reclaimed),
+   counted over its slot and heap waits together. Default 10000.
    */
   uint32_t timeout_ms;
 } dagrt_worker_config;

@@ -23,8 +23,9 @@ pub struct WorkerConfig {
     /// Task window: slots in flight at once (1..=16777216). Default 1048576; slot memory
     /// grows with the slots actually in flight, in chunks of 4096.
     pub task_window: u32,
-    /// Back-pressure timeout of a submit or alloc, in ms: one bound for its slot and heap
-    /// reservations together. Default 10000.
+    /// Back-pressure timeout of a submit or alloc, in ms: it fails once it has waited this
+    /// long with no progress (no slot freed, no reservation of its heap ring reclaimed),
+    /// counted over its slot and heap waits together. Default 10000.
     pub timeout_ms: u32,
 }
 

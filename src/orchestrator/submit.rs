@@ -83,12 +83,7 @@ impl Orchestrator {
             });
         }
 
-        // Step 4 (ahead of output publication, per the ownership rules): scope reference.
-        // Every slot holds one until its scope ends, so a producer named later in the same
-        // scope is still there to be retained; a long stream bounds its slots in flight by
-        // ending nested scopes as it goes.
-        // (The scope reference was charged by the claim.)
-        self.scope.register(sid);
+        // Step 4 (the scope reference) was taken with the slot: see `claim_slot`.
 
         // Step 3: explicit deps, then the tag walk.
         self.producers.clear();
@@ -257,7 +252,6 @@ impl Orchestrator {
         // SAFETY: BUILDING, owned by this thread.
         let d = unsafe { slot.data() };
         d.kind = SlotKind::Alloc;
-        self.scope.register(sid);
         let fp = Footprint::dense(ptr as u64, bytes);
         let key = self.e.tensormap.lock().insert(rr.id, &fp, sid);
         d.outputs.push(key);
@@ -272,17 +266,20 @@ impl Orchestrator {
     }
 
     /// Step 1 of a submit or an alloc: a slot for `run` and, when `bytes > 0`, a heap slab in
-    /// the ring of the current scope depth (both may wait, up to the timeout). Then the
-    /// ownership boundary: the sequence number is issued, the slot is charged to the run and
-    /// records it and its slab. A failure leaves nothing behind. Returns the slab (or null).
+    /// the ring of the current scope depth (both may wait: see `timeout_ms`). Then the
+    /// ownership boundary: the sequence number is issued, the slot is charged to the run,
+    /// records it and its slab, and is registered with the current scope (step 4). A failure
+    /// leaves nothing behind. Returns the slab (or null).
     fn claim_slot(&mut self, rr: RunRef, bytes: u64) -> Result<(SlotId, *mut u8)> {
         let run = rr.get().expect("the open run");
         if self.next_seq > LAST_SEQ {
             return Err(self.ids_exhausted());
         }
         let timeout = self.timeout();
-        // One back-pressure timeout for the slot and the slab together. Only a claim from an
-        // empty free cache can wait, so only that one reads the clock.
+        // Back-pressure fails after timeout_ms with no progress. Waiting for a slot and then
+        // for the slab is one wait: the slab's starts with what the slot's left of the bound,
+        // and each reservation the ring reclaims meanwhile starts a new one. Only a claim
+        // from an empty free cache can wait, so only that one reads the clock.
         let waits_from = self.free_cache.is_empty().then(std::time::Instant::now);
         let sid = match self
             .e
@@ -297,7 +294,7 @@ impl Orchestrator {
         let mut slab = (std::ptr::null_mut(), None);
         if bytes > 0 {
             let left = waits_from.map_or(timeout, |t| timeout.saturating_sub(t.elapsed()));
-            match self.e.heap.rings[ring].alloc(bytes, left) {
+            match self.e.heap.rings[ring].alloc(bytes, left, timeout) {
                 Ok((ptr, seq)) => {
                     let lo = ptr as u64;
                     slab = (
@@ -324,6 +321,12 @@ impl Orchestrator {
         d.clear();
         d.run = rr;
         d.heap = slab.1;
+        // Step 4, ahead of everything that could fail or make the slot visible: the scope
+        // reference (charged by the claim) is registered with the scope that releases it. Every
+        // slot holds one until its scope ends, so a producer named later in the same scope is
+        // still there to be retained; a long stream bounds its slots in flight by ending
+        // nested scopes as it goes.
+        self.scope.register(sid);
         Ok((sid, slab.0))
     }
 

@@ -46,40 +46,67 @@ impl HeapRing {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reserve `bytes` (already aligned), waiting up to `timeout` for reclamation.
-    pub fn alloc(&self, bytes: u64, timeout: Duration) -> Result<(*mut u8, u64), HeapError> {
+    /// Reserve `bytes` (already aligned), waiting for reclamation while it progresses: fails
+    /// once a wait sees the tail not move for `timeout` (the seed: "if timeout_ms elapses with
+    /// no progress"), the first wait for `first` only (what the caller's own bound leaves).
+    pub fn alloc(
+        &self,
+        bytes: u64,
+        first: Duration,
+        timeout: Duration,
+    ) -> Result<(*mut u8, u64), HeapError> {
         if bytes > self.size {
             return Err(HeapError::TooLarge);
         }
         let mut out = None;
-        let ok = self.freed.wait_until_timeout(
-            || {
-                let mut st = self.lock();
-                let phys = st.top % self.size;
-                let start = if phys + bytes > self.size {
-                    st.top + (self.size - phys)
-                } else {
-                    st.top
-                };
-                // Nothing live: the gap up to the wrap point belongs to nobody.
-                let tail = if st.fifo.is_empty() { start } else { st.tail };
-                if start + bytes - tail > self.size {
-                    return false;
-                }
-                st.tail = tail;
-                st.top = start + bytes;
-                let seq = st.head_seq + st.fifo.len() as u64;
-                st.fifo.push_back((start + bytes, false));
-                // SAFETY: `start % size + bytes <= size`, inside the mapping.
-                out = Some((unsafe { self.base.add((start % self.size) as usize) }, seq));
-                true
-            },
-            timeout,
-        );
-        match (ok, out) {
-            (true, Some(r)) => Ok(r),
-            _ => Err(HeapError::Exhausted),
+        let mut budget = first;
+        loop {
+            // Reservations reclaimed when this wait began; a change is progress.
+            let mut seen = None;
+            let ok = self.freed.wait_until_timeout(
+                || {
+                    let mut st = self.lock();
+                    if self.try_reserve(&mut st, bytes, &mut out) {
+                        return true;
+                    }
+                    *seen.get_or_insert(st.head_seq) != st.head_seq
+                },
+                budget,
+            );
+            match (ok, out) {
+                (_, Some(r)) => return Ok(r),
+                // The tail moved: a new window of `timeout` from now.
+                (true, None) => budget = timeout,
+                (false, None) => return Err(HeapError::Exhausted),
+            }
         }
+    }
+
+    /// Reserve `bytes` at the top if the ring has room, into `out`.
+    fn try_reserve(
+        &self,
+        st: &mut RingState,
+        bytes: u64,
+        out: &mut Option<(*mut u8, u64)>,
+    ) -> bool {
+        let phys = st.top % self.size;
+        let start = if phys + bytes > self.size {
+            st.top + (self.size - phys)
+        } else {
+            st.top
+        };
+        // Nothing live: the gap up to the wrap point belongs to nobody.
+        let tail = if st.fifo.is_empty() { start } else { st.tail };
+        if start + bytes - tail > self.size {
+            return false;
+        }
+        st.tail = tail;
+        st.top = start + bytes;
+        let seq = st.head_seq + st.fifo.len() as u64;
+        st.fifo.push_back((start + bytes, false));
+        // SAFETY: `start % size + bytes <= size`, inside the mapping.
+        *out = Some((unsafe { self.base.add((start % self.size) as usize) }, seq));
+        true
     }
 
     /// Release reservation `seq`; the tail advances over every released head.
@@ -179,5 +206,56 @@ impl Drop for HeapRings {
         unsafe {
             libc::munmap(self.map, self.len);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A full ring: a wait that sees nothing reclaimed fails after its first window (what the
+    /// caller's bound left), not after `timeout`; one that sees reservations reclaimed in turn
+    /// keeps waiting past `timeout` and gets its slab.
+    #[test]
+    fn back_pressure_fails_only_after_a_window_without_progress() {
+        let rings = HeapRings::new(64 * 1024).unwrap();
+        let r = &rings.rings[0];
+        let slab = r.size() / 8;
+        let seqs: Vec<u64> = (0..8)
+            .map(|_| r.alloc(slab, Duration::ZERO, Duration::ZERO).unwrap().1)
+            .collect();
+        let t0 = Instant::now();
+        assert_eq!(r.alloc(slab, ms(50), ms(5_000)), Err(HeapError::Exhausted));
+        let waited = t0.elapsed();
+        assert!(
+            waited >= ms(50) && waited < ms(2_000),
+            "no progress: failed after {waited:?}, expected the 50 ms first window"
+        );
+        std::thread::scope(|s| {
+            // One reservation reclaimed every 40 ms, in allocation order: the whole ring is
+            // free after about 320 ms, past the 200 ms timeout.
+            s.spawn(|| {
+                for &q in &seqs {
+                    std::thread::sleep(ms(40));
+                    r.release(q);
+                }
+            });
+            let t0 = Instant::now();
+            let got = r.alloc(r.size(), ms(200), ms(200));
+            let waited = t0.elapsed();
+            assert!(
+                got.is_ok(),
+                "the ring was reclaiming every 40 ms, yet the wait failed after {waited:?}"
+            );
+            assert!(
+                waited >= ms(280),
+                "the whole ring came free early: {waited:?}"
+            );
+        });
     }
 }
