@@ -13,10 +13,10 @@
  *    the head blocks, so no second warning comes 4 s after it; then exactly one, naming G2.
  * The 5 s are the engine's constant (no knob shortens them): the program takes about 16 s.
  *
- * Not covered: the structural condition clearing and returning under one head. Once a head's
- * reserved target is idle with singles queued, nothing the API offers can make it busy or
- * empty its FIFO before the head launches (reserved lanes get no singles, only the head group
- * launches on them, and a cancelled single's entry stays in the FIFO until popped).
+ *  - the structural condition clearing and returning under one head starts a new episode:
+ *    the idle target's only queued single is cancelled (its run's submission fails: a
+ *    cancelled entry waits for nothing), and 0.5 s later another run queues a single for it;
+ *    no warning 5 s after the first condition appeared, one 5 s after the second.
  */
 #define H_BLOCK_TIMEOUT_MS 60000u /* gates stay shut for many seconds here */
 #include "harness.h"
@@ -212,10 +212,93 @@ static void test_cancelled_singles_are_no_stall(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* The condition clears (the idle target's queued single is cancelled) and returns (another
+ * run queues a single for it) under the same head: the second appearance starts a new
+ * episode, whose warning comes 5 s after it, not 5 s after the first. */
+static void test_condition_returning_starts_a_new_episode(void)
+{
+    static const int32_t ids[2] = {10, 20};
+    const int32_t t1[2] = {10, 20};
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run1, run2, run3;
+    dagrt_task_handle gh, s4h;
+    h_step gs[2];
+    h_group g;
+    h_step b0 = h_step_id(0), s3 = h_step_id(3), s4 = h_step_id(4);
+    dagrt_run_stats_t rs;
+    uint64_t t_first, t_again;
+    warnings = 0;
+    REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
+    w = h_worker_ids(NULL, ids, 2, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    b0.wait_gate = 0; /* lane 10 busy until gate 0: the group is a blocked head */
+    gs[0] = h_step_id(1);
+    gs[1] = h_step_id(2);
+    h_make_group(&g, gs, 2, NULL, 0);
+    REQUIRE_OK(dagrt_begin_run(o, &run1));
+    SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(0) != 0, 5000));
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, t1, &gh));
+    EXPECT_OK(dagrt_close_run_submission(o, run1));
+    /* run 2: a single for idle lane 20, held back by the group's reservation: the condition */
+    REQUIRE_OK(dagrt_begin_run(o, &run2));
+    t_first = h_now_ms();
+    SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, NULL);
+    h_sleep_us(3000000);
+    /* cancelled: the condition clears */
+    EXPECT_OK(dagrt_fail_run_submission(o, run2, "cancel the queued single"));
+    REQUIRE(H_POLL(dagrt_run_stats(w, run2, &rs) == DAGRT_STATUS_OK && rs.cancelled == 1, 5000));
+    h_sleep_us(500000);
+    /* run 3: another single for lane 20: the condition returns */
+    REQUIRE_OK(dagrt_begin_run(o, &run3));
+    t_again = h_now_ms();
+    SUBMIT_STEP(o, &s4, 20, NULL, 0, NULL, 0, &s4h);
+    EXPECT_OK(dagrt_close_run_submission(o, run3));
+    /* 6.5 s after the first appearance, 3 s after the second: no warning yet */
+    {
+        uint64_t now = h_now_ms();
+        if (now < t_first + 6500)
+            h_sleep_us((t_first + 6500 - now) * 1000);
+    }
+    CHECKF(warning_count() == 0,
+           "a stall warning %" PRIu64 " ms after the condition first appeared, though it "
+           "cleared and came back %" PRIu64 " ms ago (the episode must restart)",
+           h_now_ms() - t_first, h_now_ms() - t_again);
+    CHECKF(H_POLL(warning_count() >= 1, 10000),
+           "no stall warning for the returned condition (group slot %" PRIu64 ")", gh.slot);
+    CHECKF(h_now_ms() - t_again >= 4900, "the warning came %" PRIu64 " ms after the condition "
+           "returned, before its 5 s", h_now_ms() - t_again);
+    h_sleep_us(1000000);
+    CHECK_EQ_U64(warning_count(), 1);
+    check_warning(gh.slot, 10, 20, s4h.slot);
+    CHECK_NEVER_RAN(4);
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run1));
+    EXPECT_STATUS(h_wait(w, run2), DAGRT_STATUS_ORCHESTRATION_FAILED);
+    EXPECT_OK(h_wait(w, run3));
+    EXPECT_OK(dagrt_release_run(w, run1));
+    EXPECT_OK(dagrt_release_run(w, run2));
+    EXPECT_OK(dagrt_release_run(w, run3));
+    CHECK_RAN_ONCE(0);
+    CHECK_RAN_ONCE(1);
+    CHECK_RAN_ONCE(2);
+    CHECK_NEVER_RAN(3);
+    CHECK_RAN_ONCE(4);
+    CHECK_BEFORE(2, 4); /* S4 waited for the group */
+    CHECK_EQ_U64(warning_count(), 1);
+    CHECK_QUIESCENT(w);
+    EXPECT_OK(dagrt_worker_close(w));
+    dagrt_worker_free(w);
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
 int main(void)
 {
-    h_begin("stall", 90);
+    h_begin("stall", 120);
     RUN_TEST(test_stall_episodes);
     RUN_TEST(test_cancelled_singles_are_no_stall);
+    RUN_TEST(test_condition_returning_starts_a_new_episode);
     return h_done();
 }
