@@ -159,43 +159,40 @@ static void test_stall_episodes(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
-/* A single cancelled while it waits behind a blocked group head (its run's submission failed)
- * stays in its lane's FIFO until popped, but waits for nothing: an idle target holding only
- * such entries is no stall, and no warning comes. */
-static void test_cancelled_singles_are_no_stall(void)
+/* Lanes 10 and 20; run 1 (closed): step 0 holds lane 10 until gate 0, and group [10, 20]
+ * (steps 1, 2) waits behind it as a blocked head reserving the idle lane 20. `*wp` is set
+ * only when all of that succeeded. */
+static void blocked_head(dagrt_worker_t **wp, dagrt_orch_t **o, dagrt_run_id *run1,
+                         dagrt_task_handle *gh)
 {
     static const int32_t ids[2] = {10, 20};
-    const int32_t t1[2] = {10, 20};
+    static const int32_t t1[2] = {10, 20};
+    static h_step gs[2], b0;
+    static h_group g;
     dagrt_worker_t *w;
-    dagrt_orch_t *o;
-    dagrt_run_id run1, run2;
-    h_step gs[2];
-    h_group g;
-    h_step b0 = h_step_id(0), s3 = h_step_id(3);
-    dagrt_run_stats_t rs;
+    *wp = NULL;
     warnings = 0;
     REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
     w = h_worker_ids(NULL, ids, 2, 0);
     REQUIRE(w != NULL);
-    o = h_orch(w);
+    *o = h_orch(w);
+    b0 = h_step_id(0);
     b0.wait_gate = 0; /* lane 10 busy until gate 0: the group is a blocked head */
     gs[0] = h_step_id(1);
     gs[1] = h_step_id(2);
     h_make_group(&g, gs, 2, NULL, 0);
-    REQUIRE_OK(dagrt_begin_run(o, &run1));
-    SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_begin_run(*o, run1));
+    SUBMIT_STEP(*o, &b0, 10, NULL, 0, NULL, 0, NULL);
     REQUIRE(H_POLL(h_start(0) != 0, 5000));
-    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, t1, NULL));
-    EXPECT_OK(dagrt_close_run_submission(o, run1));
-    /* run 2: a single for idle lane 20, held back by the group's reservation, then cancelled */
-    REQUIRE_OK(dagrt_begin_run(o, &run2));
-    SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, NULL);
-    EXPECT_OK(dagrt_fail_run_submission(o, run2, "cancel the queued single"));
-    REQUIRE(H_POLL(dagrt_run_stats(w, run2, &rs) == DAGRT_STATUS_OK && rs.cancelled == 1, 5000));
-    h_sleep_us(7000000); /* past the 5 s a real stall waits for its warning */
-    CHECKF(warning_count() == 0, "a stall warning for a head whose idle target held only a "
-                                 "cancelled single");
-    CHECK_NEVER_RAN(3);
+    REQUIRE_OK(dagrt_submit_next_level_group(*o, h_step_callable(), g.a, 2, NULL, t1, gh));
+    REQUIRE_OK(dagrt_close_run_submission(*o, *run1));
+    *wp = w;
+}
+
+/* The end of `blocked_head`'s scene: gate 0 opens, run 1 completes (steps 0-2 ran once) and
+ * run 2, whose submission failed, reports it (its step 3 never ran); both are released. */
+static void release_blocked_head(dagrt_worker_t *w, dagrt_run_id run1, dagrt_run_id run2)
+{
     h_gate_open(0);
     EXPECT_OK(h_wait(w, run1));
     EXPECT_STATUS(h_wait(w, run2), DAGRT_STATUS_ORCHESTRATION_FAILED);
@@ -205,6 +202,30 @@ static void test_cancelled_singles_are_no_stall(void)
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
     CHECK_NEVER_RAN(3);
+}
+
+/* A single cancelled while it waits behind a blocked group head (its run's submission failed)
+ * stays in its lane's FIFO until popped, but waits for nothing: an idle target holding only
+ * such entries is no stall, and no warning comes. */
+static void test_cancelled_singles_are_no_stall(void)
+{
+    dagrt_orch_t *o;
+    dagrt_run_id run1, run2;
+    h_step s3 = h_step_id(3);
+    dagrt_run_stats_t rs;
+    dagrt_worker_t *w;
+    blocked_head(&w, &o, &run1, NULL);
+    REQUIRE(w != NULL);
+    /* run 2: a single for idle lane 20, held back by the group's reservation, then cancelled */
+    REQUIRE_OK(dagrt_begin_run(o, &run2));
+    SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_fail_run_submission(o, run2, "cancel the queued single"));
+    REQUIRE(H_POLL(dagrt_run_stats(w, run2, &rs) == DAGRT_STATUS_OK && rs.cancelled == 1, 5000));
+    h_sleep_us(7000000); /* past the 5 s a real stall waits for its warning */
+    CHECKF(warning_count() == 0, "a stall warning for a head whose idle target held only a "
+                                 "cancelled single");
+    CHECK_NEVER_RAN(3);
+    release_blocked_head(w, run1, run2);
     CHECK_EQ_U64(warning_count(), 0);
     CHECK_QUIESCENT(w);
     EXPECT_OK(dagrt_worker_close(w));
@@ -217,31 +238,15 @@ static void test_cancelled_singles_are_no_stall(void)
  * episode, whose warning comes 5 s after it, not 5 s after the first. */
 static void test_condition_returning_starts_a_new_episode(void)
 {
-    static const int32_t ids[2] = {10, 20};
-    const int32_t t1[2] = {10, 20};
-    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run1, run2, run3;
     dagrt_task_handle gh, s4h;
-    h_step gs[2];
-    h_group g;
-    h_step b0 = h_step_id(0), s3 = h_step_id(3), s4 = h_step_id(4);
+    h_step s3 = h_step_id(3), s4 = h_step_id(4);
     dagrt_run_stats_t rs;
     uint64_t t_first, t_again;
-    warnings = 0;
-    REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
-    w = h_worker_ids(NULL, ids, 2, 0);
+    dagrt_worker_t *w;
+    blocked_head(&w, &o, &run1, &gh);
     REQUIRE(w != NULL);
-    o = h_orch(w);
-    b0.wait_gate = 0; /* lane 10 busy until gate 0: the group is a blocked head */
-    gs[0] = h_step_id(1);
-    gs[1] = h_step_id(2);
-    h_make_group(&g, gs, 2, NULL, 0);
-    REQUIRE_OK(dagrt_begin_run(o, &run1));
-    SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
-    REQUIRE(H_POLL(h_start(0) != 0, 5000));
-    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, t1, &gh));
-    EXPECT_OK(dagrt_close_run_submission(o, run1));
     /* run 2: a single for idle lane 20, held back by the group's reservation: the condition */
     REQUIRE_OK(dagrt_begin_run(o, &run2));
     t_first = h_now_ms();
@@ -274,17 +279,9 @@ static void test_condition_returning_starts_a_new_episode(void)
     CHECK_EQ_U64(warning_count(), 1);
     check_warning(gh.slot, 10, 20, s4h.slot);
     CHECK_NEVER_RAN(4);
-    h_gate_open(0);
-    EXPECT_OK(h_wait(w, run1));
-    EXPECT_STATUS(h_wait(w, run2), DAGRT_STATUS_ORCHESTRATION_FAILED);
+    release_blocked_head(w, run1, run2);
     EXPECT_OK(h_wait(w, run3));
-    EXPECT_OK(dagrt_release_run(w, run1));
-    EXPECT_OK(dagrt_release_run(w, run2));
     EXPECT_OK(dagrt_release_run(w, run3));
-    CHECK_RAN_ONCE(0);
-    CHECK_RAN_ONCE(1);
-    CHECK_RAN_ONCE(2);
-    CHECK_NEVER_RAN(3);
     CHECK_RAN_ONCE(4);
     CHECK_BEFORE(2, 4); /* S4 waited for the group */
     CHECK_EQ_U64(warning_count(), 1);
