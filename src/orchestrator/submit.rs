@@ -36,6 +36,12 @@ impl Orchestrator {
 
         // Step 1: slot and heap slab (the only blocking point); the slot is the run's after.
         let (sid, slab) = self.claim_slot(rr, heap_bytes)?;
+        // Step 4, ahead of everything that could fail or make the slot visible: the scope
+        // reference (charged by the claim) is registered with the scope that releases it. Every
+        // slot holds one until its scope ends, so a producer named later in the same scope is
+        // still there to be retained; a long stream bounds its slots in flight by ending
+        // nested scopes as it goes.
+        self.scope.register(sid);
         let slot = self.e.slots.get(sid);
         // SAFETY: the slot is BUILDING and owned by this thread.
         let d = unsafe { slot.data() };
@@ -82,8 +88,6 @@ impl Orchestrator {
                 scalar_len: m.num_scalars,
             });
         }
-
-        // Step 4 (the scope reference) was taken with the slot: see `claim_slot`.
 
         // Step 3: explicit deps, then the tag walk.
         self.producers.clear();
@@ -248,6 +252,7 @@ impl Orchestrator {
             ));
         }
         let (sid, ptr) = self.claim_slot(rr, aligned)?;
+        self.scope.register(sid); // step 4, as in `submit`
         let slot = self.e.slots.get(sid);
         // SAFETY: BUILDING, owned by this thread.
         let d = unsafe { slot.data() };
@@ -267,9 +272,9 @@ impl Orchestrator {
 
     /// Step 1 of a submit or an alloc: a slot for `run` and, when `bytes > 0`, a heap slab in
     /// the ring of the current scope depth (both may wait: see `timeout_ms`). Then the
-    /// ownership boundary: the sequence number is issued, the slot is charged to the run,
-    /// records it and its slab, and is registered with the current scope (step 4). A failure
-    /// leaves nothing behind. Returns the slab (or null).
+    /// ownership boundary: the sequence number is issued, the slot is charged to the run and
+    /// records it and its slab; the caller registers it with the current scope next (step
+    /// 4). A failure leaves nothing behind. Returns the slab (or null).
     fn claim_slot(&mut self, rr: RunRef, bytes: u64) -> Result<(SlotId, *mut u8)> {
         let run = rr.get().expect("the open run");
         if self.next_seq > LAST_SEQ {
@@ -321,12 +326,6 @@ impl Orchestrator {
         d.clear();
         d.run = rr;
         d.heap = slab.1;
-        // Step 4, ahead of everything that could fail or make the slot visible: the scope
-        // reference (charged by the claim) is registered with the scope that releases it. Every
-        // slot holds one until its scope ends, so a producer named later in the same scope is
-        // still there to be retained; a long stream bounds its slots in flight by ending
-        // nested scopes as it goes.
-        self.scope.register(sid);
         Ok((sid, slab.0))
     }
 

@@ -49,6 +49,8 @@ impl HeapRing {
     /// Reserve `bytes` (already aligned), waiting for reclamation while it progresses: fails
     /// once a wait sees the tail not move for `timeout` (the seed: "if timeout_ms elapses with
     /// no progress"), the first wait for `first` only (what the caller's own bound leaves).
+    /// Not inlined: most submits need no slab, and its waits would weigh on the slot claim.
+    #[inline(never)]
     pub fn alloc(
         &self,
         bytes: u64,
