@@ -678,7 +678,8 @@ enum dagrt_status dagrt_scope_end(struct dagrt_orch_t *orch);
 
 /*
  Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
- failure) if any task failed. Repeatable: every wait reports the same result.
+ failure, the earliest by when its task failed) if any task failed. Repeatable: every wait
+ reports the same result.
  */
 enum dagrt_status dagrt_wait_run(const struct dagrt_worker_t *worker, dagrt_run_id run);
 

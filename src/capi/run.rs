@@ -60,7 +60,8 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
 }
 
 /// Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
-/// failure) if any task failed. Repeatable: every wait reports the same result.
+/// failure, the earliest by when its task failed) if any task failed. Repeatable: every wait
+/// reports the same result.
 #[no_mangle]
 pub extern "C" fn dagrt_wait_run(
     worker: *const super::worker::dagrt_worker_t,
