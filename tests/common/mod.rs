@@ -346,6 +346,38 @@ pub struct Buf {
     pub last: Vec<u32>,
 }
 
+impl Buf {
+    /// A runtime-owned buffer written whole by node `writer`, dying with the scope at `level`.
+    pub fn owned(
+        name: String,
+        base: u64,
+        len: u64,
+        layout: Layout,
+        level: usize,
+        writer: usize,
+    ) -> Buf {
+        Buf {
+            name,
+            base,
+            len,
+            layout,
+            level,
+            alive: true,
+            last: vec![writer as u32 + 1; len as usize],
+        }
+    }
+}
+
+/// The model side of a scope end: the innermost frame of `frames` (per open scope, the nodes
+/// it holds a reference on) is popped and returned, and the buffers it owned die.
+pub fn end_frame(frames: &mut Vec<Vec<usize>>, bufs: &mut [Buf]) -> Vec<usize> {
+    let d = frames.len();
+    for b in bufs.iter_mut().filter(|b| b.level == d) {
+        b.alive = false;
+    }
+    frames.pop().expect("open frame")
+}
+
 #[derive(Clone, Debug)]
 pub enum Kind {
     Alloc,

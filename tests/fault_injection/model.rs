@@ -230,14 +230,8 @@ impl<'a> Builder<'a> {
 
     /// Model side of a scope end: its nodes lose their scope reference, its buffers die.
     fn close_frame(&mut self) {
-        let d = self.depth();
-        for i in self.frames.pop().expect("open frame") {
+        for i in end_frame(&mut self.frames, &mut self.bufs) {
             self.nodes[i].frame_open = false;
-        }
-        for b in self.bufs.iter_mut() {
-            if b.level == d {
-                b.alive = false;
-            }
         }
     }
 
@@ -254,15 +248,9 @@ impl<'a> Builder<'a> {
     }
 
     fn new_buf(&mut self, name: String, base: u64, len: u64, layout: Layout, writer: usize) {
-        self.bufs.push(Buf {
-            name,
-            base,
-            len,
-            layout,
-            level: self.depth(),
-            alive: true,
-            last: vec![writer as u32 + 1; len as usize],
-        });
+        let level = self.depth();
+        self.bufs
+            .push(Buf::owned(name, base, len, layout, level, writer));
     }
 
     pub(crate) fn gen_member(&mut self, node: usize, m: usize, mode: u64, hold: bool) -> Member {
