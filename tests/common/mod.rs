@@ -394,6 +394,19 @@ pub enum Op {
     Note(String),
 }
 
+impl Op {
+    /// A failure dump's line for a scope op or a note; None for a node (each dump prints its
+    /// nodes its own way).
+    pub fn dump_line(&self) -> Option<String> {
+        match self {
+            Op::Begin(d) => Some(format!("scope_begin -> depth {d}")),
+            Op::End(d) => Some(format!("scope_end   <- depth {d}")),
+            Op::Note(n) => Some(format!("# {n}")),
+            Op::Node(_) => None,
+        }
+    }
+}
+
 /// Byte offsets (relative to `base`) a view touches, with the header's semantics: all-zero
 /// strides mean dense row-major; `ndim == 0` is one element.
 pub fn view_bytes(t: &Tensor, base: u64, out: &mut Vec<u64>) {

@@ -32,16 +32,11 @@ fn dump(b: &Built) -> String {
         b.seed, b.env_name, b.lanes, b.run_id, b.gated, b.seed
     );
     for op in &b.ops {
+        if let Some(line) = op.dump_line() {
+            let _ = writeln!(s, "{line}");
+        }
         match op {
-            Op::Begin(d) => {
-                let _ = writeln!(s, "scope_begin -> depth {d}");
-            }
-            Op::End(d) => {
-                let _ = writeln!(s, "scope_end   <- depth {d}");
-            }
-            Op::Note(n) => {
-                let _ = writeln!(s, "# {n}");
-            }
+            Op::Begin(_) | Op::End(_) | Op::Note(_) => {}
             Op::Node(i) => {
                 let n = &b.nodes[*i];
                 if let Some((shape, dtype)) = &n.alloc {
