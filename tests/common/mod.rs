@@ -312,6 +312,22 @@ pub fn gen_flat_view(rng: &mut Rng, base: u64, len: u64) -> Tensor {
     }
 }
 
+/// A failure dump's description of a member's tensor: tag, buffer (`bufs[bi]`, "auto" for
+/// an auto-allocated OUTPUT or any index past `bufs`), offset, element size, shape, strides.
+pub fn describe_tensor(t: &Tensor, bufs: &[Buf], bi: usize) -> String {
+    let nd = (t.ndim as usize).min(MAX_TENSOR_DIMS);
+    let name = bufs.get(bi).map_or("auto".to_string(), |b| b.name.clone());
+    format!(
+        "{} {}[+{} {:?} shape {:?} strides {:?}]",
+        tag_name(t.tag),
+        name,
+        t.offset,
+        dtype_size(t.dtype).unwrap_or(0),
+        &t.shape[..nd],
+        &t.strides[..nd]
+    )
+}
+
 pub fn tag_name(t: u32) -> &'static str {
     match Tag::from_u32(t) {
         Some(Tag::Input) => "IN",

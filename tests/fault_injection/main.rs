@@ -79,7 +79,6 @@ use dagrt::run::{FailureKind, Run};
 use dagrt::slot::{state_name, FAILED, FREE};
 use dagrt::task::{
     dtype_size, CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
-    MAX_TENSOR_DIMS,
 };
 use dagrt::worker::{Engine, Worker, WorkerConfig};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

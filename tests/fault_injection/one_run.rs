@@ -24,20 +24,6 @@ pub(crate) struct Built {
 
 pub(crate) type BuildErr = Box<(String, Option<Built>)>;
 
-fn describe_tensor(t: &Tensor, bufs: &[Buf], bi: usize) -> String {
-    let nd = (t.ndim as usize).min(MAX_TENSOR_DIMS);
-    let name = bufs.get(bi).map_or("auto".to_string(), |b| b.name.clone());
-    format!(
-        "{} {}[+{} {:?} shape {:?} strides {:?}]",
-        tag_name(t.tag),
-        name,
-        t.offset,
-        dtype_size(t.dtype).unwrap_or(0),
-        &t.shape[..nd],
-        &t.strides[..nd]
-    )
-}
-
 fn dump(b: &Built) -> String {
     let mut s = String::new();
     let _ = writeln!(

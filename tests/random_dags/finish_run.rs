@@ -6,24 +6,6 @@ use super::*;
 // ---------------------------------------------------------------------------------------
 // Finishing a run: wait, then check everything against the model.
 
-pub(crate) fn describe_tensor(t: &Tensor, bufs: &[Buf], bi: usize) -> String {
-    let nd = t.ndim as usize;
-    let name = if bi == usize::MAX {
-        "auto".to_string()
-    } else {
-        bufs[bi].name.clone()
-    };
-    format!(
-        "{} {}[+{} {:?} shape {:?} strides {:?}]",
-        tag_name(t.tag),
-        name,
-        t.offset,
-        dtype_size(t.dtype).unwrap_or(0),
-        &t.shape[..nd],
-        &t.strides[..nd]
-    )
-}
-
 fn dump(b: &Built) -> String {
     let mut s = String::new();
     let _ = writeln!(
