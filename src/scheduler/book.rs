@@ -63,8 +63,14 @@ struct Posted {
 pub struct LaneBook {
     posted: VecDeque<Posted>,
     stolen: u32,
-    /// Moving average of recent job durations (ns; u64::MAX until known).
+    /// Moving average of recent job durations (ns; u64::MAX until known). It is fed the
+    /// shorter of each two consecutive timed jobs: one job stretched by preemption (a
+    /// millisecond on this host) would otherwise count a lane of sub-microsecond jobs as
+    /// long for some 300 jobs, and singles would spread instead of packing. A real change
+    /// to long jobs shows one job later (after a long one, the lane times every job).
     pub job_ns: u64,
+    /// The last timed job's length (u64::MAX before the first).
+    last_ns: u64,
     /// Completions so far, and as of the last `may_steal_from` check (`stale_checks`
     /// counts the checks since the count last moved).
     completed: u64,
@@ -80,6 +86,7 @@ impl Default for LaneBook {
             posted: VecDeque::with_capacity(crate::lane::MAILBOX_DEPTH as usize),
             stolen: 0,
             job_ns: u64::MAX,
+            last_ns: u64::MAX,
             completed: 0,
             seen: 0,
             stale_checks: 0,
@@ -149,9 +156,11 @@ impl LaneBook {
         }
         self.completed += 1;
         if let Some(ns) = ns {
+            let sample = ns.min(self.last_ns);
+            self.last_ns = ns;
             self.job_ns = match self.job_ns {
-                u64::MAX => ns,
-                avg => (avg * 7 + ns) / 8,
+                u64::MAX => sample,
+                avg => (avg * 7 + sample) / 8,
             };
         }
         p.stolen
@@ -252,6 +261,25 @@ mod tests {
         // another.
         let books = [book(&[], LONG_JOB_DEPTH as u64), book(&[], 0)];
         assert_eq!(sub_lane_for_single(&books, &[0, 1]), Some(1));
+    }
+
+    #[test]
+    fn one_stretched_job_does_not_make_a_lane_of_tiny_jobs_long() {
+        let mut b = book(&[300; 8], 0);
+        b.post(2000, true);
+        b.complete(2000, Some(5_000_000));
+        assert!(b.tiny_jobs(), "one preempted job: still tiny ({} ns)", b.job_ns);
+        for (i, ns) in [300, 5_000_000, 300].into_iter().enumerate() {
+            b.post(2001 + i as SlotId, true);
+            b.complete(2001 + i as SlotId, Some(ns));
+            assert!(b.tiny_jobs(), "isolated long jobs: still tiny ({} ns)", b.job_ns);
+        }
+        // Two long jobs in a row are a change of regime.
+        for i in 0..2 {
+            b.post(3000 + i, true);
+            b.complete(3000 + i, Some(50_000_000));
+        }
+        assert!(b.long_jobs(), "two long jobs in a row: long ({} ns)", b.job_ns);
     }
 
     #[test]
