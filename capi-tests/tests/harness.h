@@ -6,7 +6,8 @@
  *  - CHECK / EXPECT_OK / EXPECT_STATUS / EXPECT_ERROR: non-fatal checks that print the file,
  *    line, the status name (dagrt_status_str) and the thread's dagrt_last_error(), and count
  *    failures; REQUIRE_OK aborts the current test function (returns) on failure.
- *  - a worker factory (config, NEXT_LEVEL lanes by stable id, SUB lanes);
+ *  - a worker factory (config, NEXT_LEVEL lanes by stable id, SUB lanes); h_open_worker
+ *    (worker and orchestrator) and h_close_worker (quiescent, closed, freed) around a test;
  *  - the "step" executor: a configurable task that records its start/end on a global atomic
  *    sequence counter, its lane, member index and run count, and can sleep, wait on a gate,
  *    meet other tasks at a counting barrier, open a gate, or fail on purpose. Every wait has
@@ -15,7 +16,8 @@
  *  - gates (flags the test thread or a task opens) and barriers (N arrivals) for proving
  *    concurrency or the absence of an edge;
  *  - bounded run waits and worker-stats helpers (quiescence: no live slot, no TensorMap
- *    entry, every heap ring empty).
+ *    entry, every heap ring empty); h_run_one_per_lane submits steps to lanes 0, 1, ... and
+ *    finishes the run;
  *  - value operations for the step (fill / append / read-sum / add over 8-byte elements of
  *    dense or strided views), so tests can check what each task computed;
  *  - a watchdog (alarm) so that a hang kills the test long before the ctest timeout;
@@ -83,19 +85,17 @@ static inline void h_fail_at(const char *file, int line, const char *fmt, ...)
         }                                                                                 \
     } while (0)
 
-#define CHECK_EQ_U64(a, b)                                                                \
+/* CHECK(a == b) on both values converted to `type`, printed with `fmt` (a PRI macro) and
+ * named by the texts a_str and b_str on failure. */
+#define H_CHECK_EQ_AS(type, fmt, a, b, a_str, b_str)                                      \
     do {                                                                                  \
-        uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                  \
+        type a_ = (type)(a), b_ = (type)(b);                                              \
         if (a_ != b_)                                                                     \
-            H_FAIL("CHECK(%s == %s) failed: %" PRIu64 " != %" PRIu64, #a, #b, a_, b_);    \
+            H_FAIL("CHECK(%s == %s) failed: %" fmt " != %" fmt, a_str, b_str, a_, b_);    \
     } while (0)
 
-#define CHECK_EQ_I64(a, b)                                                                \
-    do {                                                                                  \
-        int64_t a_ = (int64_t)(a), b_ = (int64_t)(b);                                     \
-        if (a_ != b_)                                                                     \
-            H_FAIL("CHECK(%s == %s) failed: %" PRId64 " != %" PRId64, #a, #b, a_, b_);    \
-    } while (0)
+#define CHECK_EQ_U64(a, b) H_CHECK_EQ_AS(uint64_t, PRIu64, a, b, #a, #b)
+#define CHECK_EQ_I64(a, b) H_CHECK_EQ_AS(int64_t, PRId64, a, b, #a, #b)
 
 /* Status check: returns 1 when `got` is `want`, else reports and returns 0. */
 static inline int h_expect_status(const char *file, int line, const char *expr,
@@ -443,6 +443,27 @@ static inline h_step h_step_id(uint64_t id)
     return s;
 }
 
+/* A step that applies value operation `op` (H_OP_*) with `operand` to its tensors. */
+static inline h_step h_op_step(uint64_t id, int op, uint64_t operand)
+{
+    h_step s = h_step_id(id);
+    s.op = op;
+    s.operand = operand;
+    return s;
+}
+
+/* Steps first_id, first_id + 1, ... in steps[0..n-1], all meeting at barrier `barrier`, which
+ * needs `barrier_n` arrivals (members of a group that must run at the same time). */
+static inline void h_barrier_steps(h_step *steps, uint32_t n, uint64_t first_id, int barrier,
+                                   unsigned barrier_n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        steps[i] = h_step_id(first_id + i);
+        steps[i].barrier = barrier;
+        steps[i].barrier_n = barrier_n;
+    }
+}
+
 static inline void h_step_scalars(const h_step *s, uint64_t out[S_COUNT])
 {
     out[S_ID] = s->id;
@@ -684,6 +705,15 @@ static inline dagrt_task_args h_args(dagrt_tensor *tensors, uint32_t nt, const u
     return a;
 }
 
+/* The args of a step task `s` (its scalars are written to sc, which must outlive them). */
+static inline dagrt_task_args h_step_args(const h_step *s, uint64_t sc[S_COUNT],
+                                          dagrt_tensor *tensors, uint32_t nt,
+                                          const dagrt_dep *deps, uint32_t nd)
+{
+    h_step_scalars(s, sc);
+    return h_args(tensors, nt, sc, S_COUNT, deps, nd);
+}
+
 /* Per-member args of a group of step tasks (at most H_MAX_GROUP members). */
 #define H_MAX_GROUP 8
 typedef struct h_group {
@@ -695,11 +725,9 @@ typedef struct h_group {
 static inline void h_make_group(h_group *g, const h_step *steps, uint32_t n, dagrt_tensor *tensors,
                                 uint32_t per_member)
 {
-    for (uint32_t i = 0; i < n && i < H_MAX_GROUP; i++) {
-        h_step_scalars(&steps[i], g->sc[i]);
-        g->a[i] = h_args(tensors ? tensors + i * per_member : NULL, tensors ? per_member : 0,
-                         g->sc[i], S_COUNT, NULL, 0);
-    }
+    for (uint32_t i = 0; i < n && i < H_MAX_GROUP; i++)
+        g->a[i] = h_step_args(&steps[i], g->sc[i], tensors ? tensors + i * per_member : NULL,
+                              tensors ? per_member : 0, NULL, 0);
 }
 
 /* Submit a step task to NEXT_LEVEL lane `worker`. */
@@ -709,9 +737,7 @@ static inline dagrt_status h_submit_step(dagrt_orch_t *o, const h_step *s, int32
                                          dagrt_task_handle *out)
 {
     uint64_t sc[S_COUNT];
-    dagrt_task_args a;
-    h_step_scalars(s, sc);
-    a = h_args(tensors, nt, sc, S_COUNT, deps, nd);
+    dagrt_task_args a = h_step_args(s, sc, tensors, nt, deps, nd);
     return dagrt_submit_next_level(o, h_step_callable(), &a, NULL, worker, out);
 }
 
@@ -722,9 +748,7 @@ static inline dagrt_status h_submit_step_sub(dagrt_orch_t *o, const h_step *s,
                                              dagrt_task_handle *out)
 {
     uint64_t sc[S_COUNT];
-    dagrt_task_args a;
-    h_step_scalars(s, sc);
-    a = h_args(tensors, nt, sc, S_COUNT, deps, nd);
+    dagrt_task_args a = h_step_args(s, sc, tensors, nt, deps, nd);
     return dagrt_submit_sub(o, h_step_callable(), &a, out);
 }
 
@@ -859,6 +883,81 @@ static inline void h_check_quiescent_at(const char *file, int line, const dagrt_
                   s.heap_tail[2], s.heap_top[3], s.heap_tail[3]);
 }
 #define CHECK_QUIESCENT(w) h_check_quiescent_at(__FILE__, __LINE__, (w))
+
+/* Whether the worker is quiescent now (a condition for H_POLL). */
+static inline int h_quiescent_now(const dagrt_worker_t *w)
+{
+    dagrt_worker_stats_t s = h_stats(w);
+    return h_is_quiescent(&s);
+}
+
+/* The stats of a run (zeroed, after reporting, when dagrt_run_stats fails). */
+static inline dagrt_run_stats_t h_run_stats_at(const char *file, int line, const dagrt_worker_t *w,
+                                               dagrt_run_id run)
+{
+    dagrt_run_stats_t s;
+    memset(&s, 0, sizeof s);
+    if (dagrt_run_stats(w, run, &s) != DAGRT_STATUS_OK)
+        h_fail_at(file, line, "dagrt_run_stats: %s", dagrt_last_error());
+    return s;
+}
+#define h_run_stats(w, run) h_run_stats_at(__FILE__, __LINE__, (w), (run))
+
+/* The end of a test's worker: CHECK_QUIESCENT, dagrt_worker_close (expected OK), then
+ * dagrt_worker_free. Does nothing for a NULL worker. */
+static inline void h_close_worker_at(const char *file, int line, const char *close_expr,
+                                     dagrt_worker_t *w)
+{
+    if (w == NULL)
+        return;
+    h_check_quiescent_at(file, line, w);
+    h_expect_status(file, line, close_expr, dagrt_worker_close(w), DAGRT_STATUS_OK);
+    dagrt_worker_free(w);
+}
+#define h_close_worker(w) h_close_worker_at(__FILE__, __LINE__, "dagrt_worker_close(" #w ")", (w))
+
+/* A test's worker and orchestrator: h_open_worker starts a worker (h_worker: `cfg` may be
+ * NULL, NEXT_LEVEL lanes 0..n_next-1, n_sub SUB lanes) into *w and its orchestrator into *o,
+ * and returns 1 (0 after reporting a failure); h_close_fixture(w, o) ends a worker kept in
+ * file-scope variables (h_close_worker) and sets both back to NULL. */
+static inline int h_open_worker(dagrt_worker_t **w, dagrt_orch_t **o,
+                                const dagrt_worker_config *cfg, uint32_t n_next, uint32_t n_sub)
+{
+    *w = h_worker(cfg, n_next, n_sub);
+    *o = *w ? h_orch(*w) : NULL;
+    return *o != NULL;
+}
+#define h_close_fixture(w, o)                                                             \
+    do {                                                                                  \
+        h_close_worker(w);                                                                \
+        (w) = NULL;                                                                       \
+        (o) = NULL;                                                                       \
+    } while (0)
+
+/* A step task with its one tensor (for h_submit_one_per_lane). */
+typedef struct h_step_tensor {
+    const h_step *step;
+    dagrt_tensor *tensor;
+} h_step_tensor;
+
+/* Steps on distinct lanes: submits st[i] to NEXT_LEVEL lane i, in order, for i < n. */
+static inline void h_submit_one_per_lane(dagrt_orch_t *o, uint32_t n, const h_step_tensor *st)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!SUBMIT_STEP(o, st[i].step, (int32_t)i, st[i].tensor, 1, NULL, 0, NULL))
+            fprintf(stderr, "    (step %" PRIu64 " on lane %u)\n", st[i].step->id, i);
+}
+
+/* A whole run of steps on distinct lanes: h_submit_one_per_lane, then the run is finished
+ * (h_finish_run) and every step must have run exactly once. */
+static inline void h_run_one_per_lane(dagrt_worker_t *w, dagrt_orch_t *o, dagrt_run_id run,
+                                      uint32_t n, const h_step_tensor *st)
+{
+    h_submit_one_per_lane(o, n, st);
+    EXPECT_OK(h_finish_run(w, o, run));
+    for (uint32_t i = 0; i < n; i++)
+        CHECK_RAN_ONCE((int)st[i].step->id);
+}
 
 /* The number after `field` ("Threads:", "VmSize:" in kB...) in /proc/self/status, or -1. */
 static inline long long h_status_field(const char *field)

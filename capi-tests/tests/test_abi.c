@@ -173,7 +173,7 @@ static void test_null_pointers_builders(void)
 
 static void test_null_pointers_engine(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 1);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run = 0, sentinel_run = 12345;
     dagrt_task_handle h = {777, 777};
@@ -187,11 +187,9 @@ static void test_null_pointers_engine(void)
     dagrt_run_stats_t rs;
     dagrt_worker_stats_t ws;
     dagrt_task_view fake_view;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 1));
     REQUIRE(o != NULL);
-    h_step_scalars(&st, sc);
-    args = h_args(NULL, 0, sc, S_COUNT, NULL, 0);
+    args = h_step_args(&st, sc, NULL, 0, NULL, 0);
 
     EXPECT_NULL_ARG(dagrt_worker_orch(w, NULL), "out");
     EXPECT_NULL_ARG(dagrt_worker_stats(w, NULL), "out");

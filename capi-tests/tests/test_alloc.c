@@ -16,15 +16,14 @@
 static void test_alignment_and_placement(void)
 {
     dagrt_worker_config cfg = h_config(64u << 10, 0, 0);
-    dagrt_worker_t *w = h_worker(&cfg, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     void *p[5];
     dagrt_task_handle h[5];
     static const uint64_t n[5] = {1, 100, 128, 129, 1000}; /* doubles */
     uintptr_t lo = UINTPTR_MAX, hi = 0;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     for (int i = 0; i < 5; i++) {
         dagrt_worker_stats_t s0 = h_stats(w), s1;
@@ -57,14 +56,12 @@ static void test_alignment_and_placement(void)
         CHECK((uintptr_t)t.data >= lo - (64u << 10) && (uintptr_t)t.data < lo + (64u << 10));
     }
     EXPECT_OK(h_finish_run(w, o, run));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_writer_then_reader(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     void *p = NULL;
@@ -73,8 +70,7 @@ static void test_writer_then_reader(void)
     dagrt_tensor tw, tr, tr2;
     dagrt_dep d;
     h_step wr = h_step_id(1), rd = h_step_id(2), rd2 = h_step_id(3), early = h_step_id(4);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
     wr.op = H_OP_FILL;
     wr.operand = 5;
     wr.sleep_us = 20000;
@@ -105,20 +101,12 @@ static void test_writer_then_reader(void)
     CHECK_BEFORE(1, 3);
     CHECKF(h_read[2] == 5.0 * 64, "reader saw %g", h_read[2]);
     CHECKF(h_read[3] == 5.0 * 8, "column reader saw %g", h_read[3]);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
-}
-
-static int quiescent_now(dagrt_worker_t *w)
-{
-    dagrt_worker_stats_t st = h_stats(w);
-    return h_is_quiescent(&st);
+    h_close_worker(w);
 }
 
 static void test_reclaimed(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     void *p = NULL, *q = NULL;
@@ -126,8 +114,7 @@ static void test_reclaimed(void)
     dagrt_tensor tw;
     dagrt_worker_stats_t st;
     h_step wr = h_step_id(1);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     wr.wait_gate = 0;
     wr.op = H_OP_FILL;
     wr.operand = 1;
@@ -156,7 +143,7 @@ static void test_reclaimed(void)
            "the alloc slab was reclaimed while its INOUT writer was still running");
     CHECK_EQ_I64(st.live_slots, 2);
     h_gate_open(0);
-    CHECKF(H_POLL(quiescent_now(w), 5000), "alloc slab not reclaimed after its writer finished");
+    CHECKF(H_POLL(h_quiescent_now(w), 5000), "alloc slab not reclaimed after its writer finished");
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
 
@@ -169,9 +156,7 @@ static void test_reclaimed(void)
     EXPECT_OK(h_finish_run(w, o, run));
     st = h_stats(w);
     CHECK(st.heap_top[0] > 0 && st.heap_tail[0] == st.heap_top[0]);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* Only one slot is live (the writer's) and ring 1 is empty. */
@@ -240,10 +225,9 @@ static void writer_of_alloc(dagrt_worker_t *w, dagrt_orch_t *o, uint32_t tag, ui
  * only INPUT/INOUT look the buffer's producer up); INOUT does, in the same setting. */
 static void test_output_writer_does_not_pin(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     writer_of_alloc(w, o, DAGRT_TAG_OUTPUT, 1, 0, "OUTPUT");
     writer_of_alloc(w, o, DAGRT_TAG_OUTPUT_EXISTING, 2, 0, "OUTPUT_EXISTING");
     writer_of_alloc(w, o, DAGRT_TAG_INOUT, 3, 1, "INOUT");
@@ -253,15 +237,14 @@ static void test_output_writer_does_not_pin(void)
 
 static void test_invalid_alloc(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     void *p = (void *)&run;
     dagrt_task_handle h = {1, 2};
     uint64_t shape[6] = {4, 4, 4, 4, 4, 4}, zero[2] = {4, 0};
     dagrt_worker_stats_t s0, s1;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     EXPECT_ERROR(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_WRONG_STATE, NULL);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     s0 = h_stats(w);
@@ -281,9 +264,7 @@ static void test_invalid_alloc(void)
     CHECK_EQ_U64(s1.heap_top[0], s0.heap_top[0]);
     CHECK_EQ_I64(s1.live_slots, s0.live_slots);
     EXPECT_OK(h_finish_run(w, o, run));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

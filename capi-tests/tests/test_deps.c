@@ -18,15 +18,14 @@
 
 static void test_add_dep_before_and_after_tensors(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_task_handle hp1, hp2, hp3;
     uint64_t unrelated[4] = {0};
     dagrt_tensor tu = h_tensor(unrelated, 4, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
     h_step p1 = h_step_id(1), p2 = h_step_id(2), p3 = h_step_id(3);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
     p1.sleep_us = p2.sleep_us = p3.sleep_us = 20000;
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &p1, 0, NULL, 0, NULL, 0, &hp1);
@@ -81,22 +80,19 @@ static void test_add_dep_before_and_after_tensors(void)
     CHECK_BEFORE(2, 20);
     for (int k = 0; k < 4; k++)
         CHECK_RAN_ONCE(10 + k);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 #define MANY 3000
 
 static void test_thousands_of_deps(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     static dagrt_dep deps[MANY];
     h_step c = h_step_id(MANY), c2 = h_step_id(MANY + 1);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     for (int i = 0; i < MANY; i++) {
         h_step p = h_step_id((uint64_t)i);
@@ -150,69 +146,48 @@ static void test_thousands_of_deps(void)
                "consumers started at %" PRIu64 "/%" PRIu64 " before the last producer ended (%" PRIu64 ")",
                h_start(MANY), h_start(MANY + 1), last_end);
     }
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
-static dagrt_run_stats_t run_stats(dagrt_worker_t *w, dagrt_run_id run)
+/* Submits step `id` to lane 1 with one dependency of `kind` on `producer`. */
+static void submit_consumer(dagrt_orch_t *o, uint64_t id, dagrt_task_handle producer,
+                            uint32_t kind)
 {
-    dagrt_run_stats_t s;
-    memset(&s, 0, sizeof s);
-    if (dagrt_run_stats(w, run, &s) != DAGRT_STATUS_OK)
-        H_FAIL("dagrt_run_stats: %s", dagrt_last_error());
-    return s;
+    h_step c = h_step_id(id);
+    dagrt_dep d = h_dep(producer, kind);
+    if (!SUBMIT_STEP(o, &c, 1, NULL, 0, &d, 1, NULL))
+        fprintf(stderr, "    (consumer %" PRIu64 ")\n", id);
 }
 
 static void test_dep_on_finished_producer(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_task_handle hp, hq;
-    dagrt_dep d;
     h_step p = h_step_id(1), q = h_step_id(2);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     /* p completes (and stays COMPLETED: the outer scope still holds it) */
     SUBMIT_STEP(o, &p, 0, NULL, 0, NULL, 0, &hp);
-    CHECK(H_POLL(run_stats(w, run).completed == 1, 5000));
-    d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
-    {
-        h_step c = h_step_id(10);
-        SUBMIT_STEP(o, &c, 1, NULL, 0, &d, 1, NULL);
-    }
-    d = h_dep(hp, DAGRT_DEP_KIND_WAIT);
-    {
-        h_step c = h_step_id(11);
-        SUBMIT_STEP(o, &c, 1, NULL, 0, &d, 1, NULL);
-    }
+    CHECK(H_POLL(h_run_stats(w, run).completed == 1, 5000));
+    submit_consumer(o, 10, hp, DAGRT_DEP_KIND_RETAIN);
+    submit_consumer(o, 11, hp, DAGRT_DEP_KIND_WAIT);
     /* q runs in a nested scope that ends with no consumer: q is consumed (its slot freed) */
     REQUIRE_OK(dagrt_scope_begin(o));
     SUBMIT_STEP(o, &q, 0, NULL, 0, NULL, 0, &hq);
     REQUIRE_OK(dagrt_scope_end(o));
-    CHECK(H_POLL(run_stats(w, run).completed == 4, 5000));
-    CHECKF(H_POLL(run_stats(w, run).live_slots == 3, 5000),
-           "q should be consumed: live_slots = %" PRId64, run_stats(w, run).live_slots);
-    d = h_dep(hq, DAGRT_DEP_KIND_RETAIN);
-    {
-        h_step c = h_step_id(12);
-        SUBMIT_STEP(o, &c, 1, NULL, 0, &d, 1, NULL);
-    }
-    d = h_dep(hq, DAGRT_DEP_KIND_WAIT);
-    {
-        h_step c = h_step_id(13);
-        SUBMIT_STEP(o, &c, 1, NULL, 0, &d, 1, NULL);
-    }
+    CHECK(H_POLL(h_run_stats(w, run).completed == 4, 5000));
+    CHECKF(H_POLL(h_run_stats(w, run).live_slots == 3, 5000),
+           "q should be consumed: live_slots = %" PRId64, h_run_stats(w, run).live_slots);
+    submit_consumer(o, 12, hq, DAGRT_DEP_KIND_RETAIN);
+    submit_consumer(o, 13, hq, DAGRT_DEP_KIND_WAIT);
     EXPECT_OK(h_finish_run(w, o, run));
     for (int i = 10; i < 14; i++)
         CHECK_RAN_ONCE(i);
     CHECK_BEFORE(1, 10);
     CHECK_BEFORE(2, 12);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_handle_checks(void)
@@ -281,7 +256,7 @@ static void test_handle_checks(void)
     EXPECT_ERROR(h_submit_step(o, &s, 1, NULL, 0, &d, 1, &out), DAGRT_STATUS_INVALID_ARGUMENT, "kind");
     CHECK_EQ_U64(out.slot, 5); /* never written */
     /* none of the rejected submits left a slot behind */
-    rs = run_stats(w, run2);
+    rs = h_run_stats(w, run2);
     CHECK_EQ_I64(rs.live_slots, 1);
     /* a good handle still works, and the rejected task never ran */
     d = h_dep(h2, DAGRT_DEP_KIND_RETAIN);
@@ -292,18 +267,8 @@ static void test_handle_checks(void)
     CHECK_NEVER_RAN(4);
     CHECK_RAN_ONCE(5);
     CHECK_BEFORE(3, 5);
-    CHECK_QUIESCENT(w);
-    CHECK_QUIESCENT(w2);
-    EXPECT_OK(dagrt_worker_close(w));
-    EXPECT_OK(dagrt_worker_close(w2));
-    dagrt_worker_free(w);
-    dagrt_worker_free(w2);
-}
-
-static int quiescent_now(dagrt_worker_t *w)
-{
-    dagrt_worker_stats_t st = h_stats(w);
-    return h_is_quiescent(&st);
+    h_close_worker(w);
+    h_close_worker(w2);
 }
 
 /* Retention, observed through dagrt_worker_stats. p auto-allocates a slab on ring 1 (a nested
@@ -311,7 +276,7 @@ static int quiescent_now(dagrt_worker_t *w)
 static void retention_case(int kind)
 {
     /* kind 0: add_dep (retain); 1: a tensor (INPUT on p's slab, retain); 2: add_dep_wait */
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_tensor tp = h_tensor(NULL, 128, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
@@ -320,8 +285,7 @@ static void retention_case(int kind)
     dagrt_dep d;
     dagrt_worker_stats_t st;
     h_step p = h_step_id(1), c = h_step_id(2);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     c.wait_gate = 0;
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_scope_begin(o));
@@ -336,7 +300,7 @@ static void retention_case(int kind)
     }
     REQUIRE_OK(dagrt_scope_end(o));
     /* p completed and its completion was processed; c is blocked */
-    CHECK(H_POLL(run_stats(w, run).completed == 1, 5000));
+    CHECK(H_POLL(h_run_stats(w, run).completed == 1, 5000));
     if (kind == 2) {
         /* ordering-only: p is consumed although c has not finished */
         CHECKF(H_POLL(h_stats(w).live_slots == 1, 5000),
@@ -359,14 +323,12 @@ static void retention_case(int kind)
     CHECK(h_end(2) == 0); /* c still running */
     h_gate_open(0);
     /* once c finishes, everything of the ended scope is reclaimed, run still open */
-    CHECKF(H_POLL(quiescent_now(w), 5000), "scope not reclaimed after the consumer finished");
+    CHECKF(H_POLL(h_quiescent_now(w), 5000), "scope not reclaimed after the consumer finished");
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
     CHECK_BEFORE(1, 2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_add_dep_retains_producer(void)
@@ -390,7 +352,7 @@ static void test_add_dep_wait_does_not_retain(void)
  * while A's writer is still blocked: the TensorMap resolves producers within a run only. */
 static void test_runs_do_not_share_producers(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 4, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run_a, run_b;
     uint64_t x[8] = {0};
@@ -402,8 +364,7 @@ static void test_runs_do_not_share_producers(void)
     dagrt_run_stats_t rs;
     uint32_t done = 9;
     h_step wa = h_step_id(1), ra = h_step_id(2), rb = h_step_id(3), ub = h_step_id(4);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 4, 0));
     wa.wait_gate = 0; /* A's writer runs until the test opens gate 0 */
     wa.op = H_OP_FILL;
     wa.operand = 1;
@@ -454,9 +415,7 @@ static void test_runs_do_not_share_producers(void)
            "run B's tasks (ends %" PRIu64 ", %" PRIu64 ") did not end while run A's writer "
            "(end %" PRIu64 ") ran", h_end(3), h_end(4), h_end(1));
     CHECK(h_read[2] == 8); /* A's reader saw A's fill */
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

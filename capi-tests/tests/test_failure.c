@@ -26,29 +26,12 @@ static dagrt_orch_t *O;
 
 static int setup(void)
 {
-    W = h_worker(NULL, 3, 2);
-    O = W ? h_orch(W) : NULL;
-    return O != NULL;
+    return h_open_worker(&W, &O, NULL, 3, 2);
 }
 
 static void teardown(void)
 {
-    if (W) {
-        CHECK_QUIESCENT(W);
-        EXPECT_OK(dagrt_worker_close(W));
-        dagrt_worker_free(W);
-    }
-    W = NULL;
-    O = NULL;
-}
-
-static dagrt_run_stats_t run_stats(dagrt_run_id run)
-{
-    dagrt_run_stats_t s;
-    memset(&s, 0, sizeof s);
-    if (dagrt_run_stats(W, run, &s) != DAGRT_STATUS_OK)
-        H_FAIL("dagrt_run_stats: %s", dagrt_last_error());
-    return s;
+    h_close_fixture(W, O);
 }
 
 /* The worker is still good: a small INOUT chain computes the right value. */
@@ -59,13 +42,29 @@ static void check_worker_usable(void)
     dagrt_run_id run;
     REQUIRE_OK(dagrt_begin_run(O, &run));
     for (int i = 0; i < 3; i++) {
-        h_step s = h_step_id(900 + (uint64_t)i);
-        s.op = H_OP_APPEND;
-        s.operand = (uint64_t)i + 1;
+        h_step s = h_op_step(900 + (uint64_t)i, H_OP_APPEND, (uint64_t)i + 1);
         SUBMIT_STEP(O, &s, i, &t, 1, NULL, 0, NULL);
     }
     EXPECT_OK(h_finish_run(W, O, run));
     CHECK(v[0] == 123 && v[3] == 123);
+}
+
+/* The finished (failed) run counts `failed` failed and `completed` completed tasks; then it is
+ * released. */
+static void check_counts_and_release(dagrt_run_id run, uint64_t failed, uint64_t completed)
+{
+    dagrt_run_stats_t rs = h_run_stats(W, run);
+    CHECK_EQ_U64(rs.failed, failed);
+    CHECK_EQ_U64(rs.completed, completed);
+    EXPECT_OK(dagrt_release_run(W, run));
+}
+
+/* The end of a test after a failed run: the worker is quiescent and still usable; teardown. */
+static void end_after_failure(void)
+{
+    CHECK_QUIESCENT(W);
+    check_worker_usable();
+    teardown();
 }
 
 static void test_failure_poisons_transitively(void)
@@ -107,7 +106,7 @@ static void test_failure_poisons_transitively(void)
     EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 1 failed on purpose");
     /* repeatable */
     EXPECT_ERROR(dagrt_wait_run(W, run), DAGRT_STATUS_TASK_FAILED, "step 1 failed on purpose");
-    rs = run_stats(run);
+    rs = h_run_stats(W, run);
     CHECK_EQ_U64(rs.failed, 5);
     CHECK_EQ_U64(rs.completed, 3);
     CHECK_EQ_I64(rs.live_slots, 0);
@@ -124,9 +123,7 @@ static void test_failure_poisons_transitively(void)
     CHECK_RAN_ONCE(7);
     CHECK_BEFORE(6, 7);
     CHECK(h_read[7] == 16);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 static void test_explicit_dep_on_failing_producer(void)
@@ -134,7 +131,6 @@ static void test_explicit_dep_on_failing_producer(void)
     dagrt_run_id run;
     dagrt_task_handle hp, hc;
     dagrt_dep d;
-    dagrt_run_stats_t rs;
     h_step p = h_step_id(1), cr = h_step_id(2), cw = h_step_id(3), g = h_step_id(4);
     p.wait_gate = 0; /* p fails only once both consumers are wired */
     p.fail = 1;
@@ -150,17 +146,12 @@ static void test_explicit_dep_on_failing_producer(void)
     h_gate_open(0);
     EXPECT_OK(dagrt_close_run_submission(O, run));
     EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 1 failed on purpose");
-    rs = run_stats(run);
-    CHECK_EQ_U64(rs.failed, 4);
-    CHECK_EQ_U64(rs.completed, 0);
-    EXPECT_OK(dagrt_release_run(W, run));
+    check_counts_and_release(run, 4, 0);
     CHECK_RAN_ONCE(1);
     CHECK_NEVER_RAN(2);
     CHECK_NEVER_RAN(3);
     CHECK_NEVER_RAN(4);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 static void test_dep_on_already_failed_producer(void)
@@ -171,7 +162,6 @@ static void test_dep_on_already_failed_producer(void)
     dagrt_tensor tc = h_tensor(x, 4, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
     dagrt_task_handle hp, hr;
     dagrt_dep d;
-    dagrt_run_stats_t rs;
     h_step p = h_step_id(10), cr = h_step_id(11), cw = h_step_id(12), ct = h_step_id(13),
            g = h_step_id(14), ok = h_step_id(15);
     p.fail = 1;
@@ -179,7 +169,7 @@ static void test_dep_on_already_failed_producer(void)
     REQUIRE_OK(dagrt_begin_run(O, &run));
     SUBMIT_STEP(O, &p, 0, &tp, 1, NULL, 0, &hp);
     /* p has failed (and is still referenced by the outer scope) before its consumers exist */
-    CHECK(H_POLL(run_stats(run).failed == 1, 5000));
+    CHECK(H_POLL(h_run_stats(W, run).failed == 1, 5000));
     d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
     SUBMIT_STEP(O, &cr, 1, NULL, 0, &d, 1, &hr);
     d = h_dep(hp, DAGRT_DEP_KIND_WAIT);
@@ -190,19 +180,14 @@ static void test_dep_on_already_failed_producer(void)
     SUBMIT_STEP(O, &ok, 0, NULL, 0, NULL, 0, NULL); /* unrelated */
     EXPECT_OK(dagrt_close_run_submission(O, run));
     EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 10 failed on purpose");
-    rs = run_stats(run);
-    CHECK_EQ_U64(rs.failed, 5);
-    CHECK_EQ_U64(rs.completed, 1);
-    EXPECT_OK(dagrt_release_run(W, run));
+    check_counts_and_release(run, 5, 1);
     CHECK_RAN_ONCE(10);
     CHECK_NEVER_RAN(11);
     CHECK_NEVER_RAN(12);
     CHECK_NEVER_RAN(13);
     CHECK_NEVER_RAN(14);
     CHECK_RAN_ONCE(15);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 static void test_first_failure_is_reported(void)
@@ -214,9 +199,9 @@ static void test_first_failure_is_reported(void)
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     SUBMIT_STEP(O, &f1, 0, NULL, 0, NULL, 0, NULL);
-    CHECK(H_POLL(run_stats(run).failed == 1, 5000));
+    CHECK(H_POLL(h_run_stats(W, run).failed == 1, 5000));
     SUBMIT_STEP(O, &f2, 1, NULL, 0, NULL, 0, NULL);
-    CHECK(H_POLL(run_stats(run).failed == 2, 5000));
+    CHECK(H_POLL(h_run_stats(W, run).failed == 2, 5000));
     EXPECT_OK(dagrt_close_run_submission(O, run));
     for (int i = 0; i < 3; i++) {
         if (EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 20 failed on purpose"))
@@ -234,40 +219,27 @@ static void test_group_member_failure(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step m[2];
-    uint64_t sc[2][S_COUNT];
-    dagrt_task_args a[2];
+    h_group g;
     dagrt_task_handle hg;
     dagrt_dep d;
-    dagrt_run_stats_t rs;
     h_step c = h_step_id(32), ind = h_step_id(33);
-    for (int i = 0; i < 2; i++) {
-        m[i] = h_step_id(30 + (uint64_t)i);
-        m[i].barrier = 0;
-        m[i].barrier_n = 2;
-        h_step_scalars(&m[i], sc[i]);
-        a[i] = h_args(NULL, 0, sc[i], S_COUNT, NULL, 0);
-    }
+    h_barrier_steps(m, 2, 30, 0, 2);
     m[1].fail = 1;
-    h_step_scalars(&m[1], sc[1]);
+    h_make_group(&g, m, 2, NULL, 0);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), a, 2, NULL, targets, &hg));
+    REQUIRE_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets, &hg));
     d = h_dep(hg, DAGRT_DEP_KIND_RETAIN);
     SUBMIT_STEP(O, &c, 2, NULL, 0, &d, 1, NULL);
     SUBMIT_STEP(O, &ind, 2, NULL, 0, NULL, 0, NULL);
     EXPECT_OK(dagrt_close_run_submission(O, run));
     EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 31 failed on purpose");
-    rs = run_stats(run);
-    CHECK_EQ_U64(rs.failed, 2); /* the group node (once) and its consumer */
-    CHECK_EQ_U64(rs.completed, 1);
-    EXPECT_OK(dagrt_release_run(W, run));
+    check_counts_and_release(run, 2, 1); /* failed: the group node (once) and its consumer */
     CHECK_RAN_ONCE(30);
     CHECK_RAN_ONCE(31);
     CHECK_NEVER_RAN(32);
     CHECK_RAN_ONCE(33);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 static void test_sub_failure_poisons_next_level(void)
@@ -292,9 +264,7 @@ static void test_sub_failure_poisons_next_level(void)
     CHECK_RAN_ONCE(40);
     CHECK_NEVER_RAN(41);
     CHECK_NEVER_RAN(42);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 /* Set up, then one run: a group of m[0], m[1] on `targets`, its consumer `c` on lane 2 (a
@@ -342,10 +312,10 @@ static void test_group_waits_for_every_member_after_a_failure(void)
     REQUIRE(group_and_consumer(m, targets, DAGRT_DEP_KIND_RETAIN, &c, &after, 0, &run));
     REQUIRE(H_POLL(h_end(50) != 0 && h_start(51) != 0, 5000));
     /* `after` completed: member 0's completion (before it on lane 0) was drained */
-    CHECKF(H_POLL(run_stats(run).completed == 1, 5000), "the single behind member 0 on lane 0 "
-                                                        "did not complete");
+    CHECKF(H_POLL(h_run_stats(W, run).completed == 1, 5000),
+           "the single behind member 0 on lane 0 did not complete");
     h_sleep_us(50 * 1000 * h_time_scale()); /* a wrong early aggregation has happened by now */
-    rs = run_stats(run);
+    rs = h_run_stats(W, run);
     CHECKF(rs.failed == 0,
            "the group was counted failed (run stats failed = %" PRIu64 ") while member 1 was "
            "still running", rs.failed);
@@ -356,18 +326,13 @@ static void test_group_waits_for_every_member_after_a_failure(void)
     CHECK(h_end(51) == 0); /* member 1 still blocked */
     h_gate_open(0);
     EXPECT_ERROR(h_wait(W, run), DAGRT_STATUS_TASK_FAILED, "step 50 failed on purpose");
-    rs = run_stats(run);
-    CHECK_EQ_U64(rs.failed, 2); /* the group node (once) and its consumer */
-    CHECK_EQ_U64(rs.completed, 1);
-    EXPECT_OK(dagrt_release_run(W, run));
+    check_counts_and_release(run, 2, 1); /* failed: the group node (once) and its consumer */
     CHECK_RAN_ONCE(50);
     CHECK_RAN_ONCE(51);
     CHECK_NEVER_RAN(52);
     CHECK_RAN_ONCE(53);
     CHECK_BEFORE(50, 53);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 /* Two failing members, one clearly first: member 1 (lane 1) fails at once; member 0 (lane 0,
@@ -378,7 +343,6 @@ static void test_group_two_failures_first_is_reported(void)
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step m[2];
-    dagrt_run_stats_t rs;
     h_step c = h_step_id(62), after = h_step_id(63);
     m[0] = h_step_id(60);
     m[0].wait_gate = 0;
@@ -387,7 +351,7 @@ static void test_group_two_failures_first_is_reported(void)
     m[1].fail = 1;
     /* `after` behind member 1 on lane 1 */
     REQUIRE(group_and_consumer(m, targets, DAGRT_DEP_KIND_WAIT, &c, &after, 1, &run));
-    CHECK(H_POLL(run_stats(run).completed == 1, 5000));
+    CHECK(H_POLL(h_run_stats(W, run).completed == 1, 5000));
     CHECK(h_end(60) == 0 && h_end(61) != 0);
     h_gate_open(0); /* now member 0 fails too */
     for (int i = 0; i < 3; i++) {
@@ -395,17 +359,12 @@ static void test_group_two_failures_first_is_reported(void)
             CHECKF(!h_contains(dagrt_last_error(), "step 60"), "message: \"%s\"",
                    dagrt_last_error());
     }
-    rs = run_stats(run);
-    CHECK_EQ_U64(rs.failed, 2); /* the group node once, and its consumer */
-    CHECK_EQ_U64(rs.completed, 1);
-    EXPECT_OK(dagrt_release_run(W, run));
+    check_counts_and_release(run, 2, 1); /* failed: the group node once, and its consumer */
     CHECK_RAN_ONCE(60);
     CHECK_RAN_ONCE(61);
     CHECK_NEVER_RAN(62);
     CHECK_RAN_ONCE(63);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 /* Two members failing together (they meet at a barrier, then both fail): no order between
@@ -415,14 +374,9 @@ static void test_group_two_failures_together(void)
     dagrt_run_id run;
     const int32_t targets[2] = {1, 0};
     h_step m[2];
-    dagrt_run_stats_t rs;
     h_step c = h_step_id(72);
-    for (int i = 0; i < 2; i++) {
-        m[i] = h_step_id(70 + (uint64_t)i);
-        m[i].barrier = 0;
-        m[i].barrier_n = 2;
-        m[i].fail = 1;
-    }
+    h_barrier_steps(m, 2, 70, 0, 2);
+    m[0].fail = m[1].fail = 1;
     REQUIRE(group_and_consumer(m, targets, DAGRT_DEP_KIND_RETAIN, &c, NULL, 0, &run));
     if (EXPECT_STATUS(h_wait(W, run), DAGRT_STATUS_TASK_FAILED)) {
         const char *msg = dagrt_last_error();
@@ -430,16 +384,11 @@ static void test_group_two_failures_together(void)
                    h_contains(msg, "step 71 failed on purpose"),
                "the run's failure names neither member's failure, or both: \"%s\"", msg);
     }
-    rs = run_stats(run);
-    CHECK_EQ_U64(rs.failed, 2);
-    CHECK_EQ_U64(rs.completed, 0);
-    EXPECT_OK(dagrt_release_run(W, run));
+    check_counts_and_release(run, 2, 0);
     CHECK_RAN_ONCE(70);
     CHECK_RAN_ONCE(71);
     CHECK_NEVER_RAN(72);
-    CHECK_QUIESCENT(W);
-    check_worker_usable();
-    teardown();
+    end_after_failure();
 }
 
 int main(void)

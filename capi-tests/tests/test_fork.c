@@ -233,9 +233,7 @@ static void test_alloc_buffer_shared_with_child(void)
     h_step busy = h_step_id(1), rd = h_step_id(2);
     if (!can_fork_here())
         return;
-    w = h_worker(NULL, 2, 0);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     busy.wait_gate = 0;
     rd.op = H_OP_READ;
     REQUIRE_OK(dagrt_begin_run(o, &run));
@@ -263,9 +261,7 @@ static void test_alloc_buffer_shared_with_child(void)
     CHECK_RAN_ONCE(2);
     CHECKF(h_read[2] == pattern_sum(5000, WORDS), "the reader task saw a sum of %g, expected %g",
            h_read[2], pattern_sum(5000, WORDS));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_auto_allocated_output_shared_with_child(void)
@@ -279,9 +275,7 @@ static void test_auto_allocated_output_shared_with_child(void)
     h_step pr = h_step_id(1), co = h_step_id(2);
     if (!can_fork_here())
         return;
-    w = h_worker(NULL, 2, 0);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     pr.op = H_OP_FILL;
     pr.operand = 7;
     co.op = H_OP_READ;
@@ -318,9 +312,7 @@ static void test_auto_allocated_output_shared_with_child(void)
     CHECK_BEFORE(1, 2);
     CHECKF(h_read[2] == pattern_sum(9000, WORDS), "the consumer task saw a sum of %g, expected %g",
            h_read[2], pattern_sum(9000, WORDS));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -394,9 +386,7 @@ static void test_forks_while_running(void)
     int runs = 0;
     if (!can_fork_here())
         return;
-    w = h_worker(NULL, 2, 0);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     memset(&f, 0, sizeof f);
     f.forks = h_under_valgrind() ? 4 : 20;
     REQUIRE(pthread_create(&th, NULL, forker_main, &f) == 0);
@@ -411,9 +401,7 @@ static void test_forks_while_running(void)
     CHECKF(f.failed_forks == 0, "%d of %d forks failed", f.failed_forks, f.forks);
     CHECKF(f.bad_children == 0, "%d of %d children did not exit cleanly", f.bad_children,
            f.forks);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

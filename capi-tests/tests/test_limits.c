@@ -85,16 +85,12 @@ static void init_under_address_space_limit(void)
 
     /* The same process, the same limit: a worker sized for it starts and runs. */
     cfg = h_config(1u << 20, 4096, 0);
-    w = h_worker(&cfg, 1, 0);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* Slots per chunk of the slot table (ring.rs CHUNK): the first is built at init. */
@@ -103,13 +99,12 @@ static void init_under_address_space_limit(void)
 static void slot_table_growth_under_data_limit(void)
 {
     dagrt_worker_config cfg = h_config(1u << 20, 3 * CHUNK, 0);
-    dagrt_worker_t *w = h_worker(&cfg, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     struct rlimit saved;
     int64_t live;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE(getrlimit(RLIMIT_DATA, &saved) == 0);
     /* 1 MiB of headroom: a chunk of slots is 2.5 MiB of private writable memory. */
@@ -139,9 +134,7 @@ static void slot_table_growth_under_data_limit(void)
     EXPECT_OK(h_finish_run(w, o, run));
     for (int i = 0; i <= CHUNK; i++)
         CHECK_RAN_ONCE(i);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void address_space(void)

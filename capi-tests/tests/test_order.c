@@ -27,15 +27,14 @@ static void settle(void)
  * G2, not being the head, reserves nothing. */
 static void test_later_group_waits_behind_blocked_head(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 4, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     const int32_t t1[2] = {0, 1}, t2[2] = {2, 3};
     h_step g1s[2], g2s[2];
     h_group g1, g2;
     h_step blocker = h_step_id(1), s2 = h_step_id(20), s3 = h_step_id(21);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 4, 0));
     blocker.wait_gate = 0; /* lane 0 busy until the test opens gate 0 */
     for (int i = 0; i < 2; i++) {
         g1s[i] = h_step_id(10 + (uint64_t)i);
@@ -82,9 +81,7 @@ static void test_later_group_waits_behind_blocked_head(void)
     CHECK_BEFORE(21, 13);
     CHECK(h_worker_of(10) == 0 && h_worker_of(11) == 1);
     CHECK(h_worker_of(12) == 2 && h_worker_of(13) == 3);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* Two SUB lanes, one running a gated SUB single. A SUB group of two (needs both lanes idle)
@@ -94,20 +91,15 @@ static void test_later_group_waits_behind_blocked_head(void)
  * lane stays busy until both have started. */
 static void test_blocked_sub_group_head_stops_later_sub_singles(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step ms[2];
     h_group g;
     h_step blocker = h_step_id(1), t = h_step_id(5);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 2));
     blocker.wait_gate = 0;
-    for (int i = 0; i < 2; i++) {
-        ms[i] = h_step_id(2 + (uint64_t)i);
-        ms[i].barrier = 0;
-        ms[i].barrier_n = 2;
-    }
+    h_barrier_steps(ms, 2, 2, 0, 2);
     h_make_group(&g, ms, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     EXPECT_OK(h_submit_step_sub(o, &blocker, NULL, 0, NULL, 0, NULL));
@@ -135,9 +127,7 @@ static void test_blocked_sub_group_head_stops_later_sub_singles(void)
            "before it (member starts %" PRIu64 ", %" PRIu64 ")",
            h_start(5), h_worker_of(5), h_start(2), h_start(3));
     CHECK(h_worker_of(2) != h_worker_of(3));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

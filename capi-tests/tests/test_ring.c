@@ -21,15 +21,20 @@
 
 #define HEAP_MSG "HeapRing exhausted, increase heap_ring_size on Worker"
 
+/* A NULL (auto-allocated) F64 OUTPUT of `kib` KiB. */
+static dagrt_tensor heap_output(uint32_t kib)
+{
+    return h_tensor(NULL, ((uint64_t)kib << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+}
+
 static void test_window_backpressure(void)
 {
     dagrt_worker_config cfg = h_config(0, 4, 10000);
-    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     int64_t max_live = 0;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 2, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     for (int i = 0; i < 100; i++) {
         h_step s = h_step_id((uint64_t)i);
@@ -49,23 +54,20 @@ static void test_window_backpressure(void)
     for (int i = 0; i < 100; i++)
         CHECK_RAN_ONCE(i);
     CHECKF(max_live <= 4, "%" PRId64 " slots live at once with a task window of 4", max_live);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_window_full_then_recovery(void)
 {
     dagrt_worker_config cfg = h_config(0, 4, 200);
-    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_task_handle h = {3, 3};
     dagrt_run_stats_t rs;
     void *p = &h;
     uint64_t shape[1] = {16};
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 2, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_scope_begin(o));
     for (int i = 0; i < 4; i++) {
@@ -96,22 +98,19 @@ static void test_window_full_then_recovery(void)
         CHECK_RAN_ONCE(i);
     CHECK_NEVER_RAN(10);
     CHECK_RAN_ONCE(11);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_auto_allocated_output(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_tensor tp = h_tensor(NULL, 100, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
     dagrt_tensor tc;
     dagrt_worker_stats_t s0, s1;
     h_step p = h_step_id(1), c = h_step_id(2);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     p.op = H_OP_FILL;
     p.operand = 7;
     p.sleep_us = 20000;
@@ -195,23 +194,20 @@ static void test_auto_allocated_output(void)
         EXPECT_OK(h_finish_run(w, o, run));
         CHECK_NEVER_RAN(4);
     }
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_heap_too_large(void)
 {
     dagrt_worker_config cfg = h_config(1u << 20, 0, 200);
-    dagrt_worker_t *w = h_worker(&cfg, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_tensor t = h_tensor(NULL, (2u << 20) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
     uint64_t shape[2] = {1024, 1024};
     void *p = NULL;
     h_step s = h_step_id(1);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     EXPECT_ERROR(h_submit_step(o, &s, 0, &t, 1, NULL, 0, NULL), DAGRT_STATUS_HEAP_EXHAUSTED, HEAP_MSG);
     CHECK(t.data == NULL);
@@ -225,26 +221,23 @@ static void test_heap_too_large(void)
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_NEVER_RAN(1);
     CHECK_RAN_ONCE(2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_heap_exhausted_by_timeout(void)
 {
     dagrt_worker_config cfg = h_config(64u << 10, 0, 200);
-    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
-    dagrt_tensor tb = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor ta = heap_output(48);
+    dagrt_tensor tb = heap_output(32);
     dagrt_run_stats_t rs;
     dagrt_worker_stats_t before, after;
     h_step a = h_step_id(1), b = h_step_id(2), b2 = h_step_id(3);
     uint64_t shape[1] = {(32u << 10) / 8};
     void *p = NULL;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 2, 0));
     a.wait_gate = 0;
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1 */
@@ -263,7 +256,7 @@ static void test_heap_exhausted_by_timeout(void)
     /* other rings are unaffected by ring 1 being full */
     REQUIRE_OK(dagrt_scope_begin(o)); /* ring 2 */
     {
-        dagrt_tensor tc = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+        dagrt_tensor tc = heap_output(32);
         h_step c = h_step_id(4);
         SUBMIT_STEP(o, &c, 1, &tc, 1, NULL, 0, NULL);
     }
@@ -279,9 +272,7 @@ static void test_heap_exhausted_by_timeout(void)
     CHECK_NEVER_RAN(2);
     CHECK_RAN_ONCE(3);
     CHECK_RAN_ONCE(4);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* The helper thread of test_heap_wait_wakes_on_release: once the main thread is inside its
@@ -316,18 +307,17 @@ static void *heap_waker_main(void *arg)
 static void test_heap_wait_wakes_on_release(void)
 {
     dagrt_worker_config cfg = h_config(64u << 10, 0, 10000);
-    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
-    dagrt_tensor tb = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor ta = heap_output(48);
+    dagrt_tensor tb = heap_output(32);
     h_step a = h_step_id(1), b = h_step_id(2);
     heap_waker k;
     pthread_t th;
     dagrt_status s;
     uint64_t t0, t1, a_end;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 2, 0));
     a.wait_gate = 0;
     memset(&k, 0, sizeof k);
     k.w = w;
@@ -358,9 +348,7 @@ static void test_heap_wait_wakes_on_release(void)
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* One back-pressure timeout covers a submit's slot and slab together: a submit that waited
@@ -369,16 +357,15 @@ static void test_heap_wait_wakes_on_release(void)
 static void test_one_timeout_for_slot_and_slab(void)
 {
     dagrt_worker_config cfg = h_config(64u << 10, 2, 1000);
-    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
-    dagrt_tensor tc = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor ta = heap_output(48);
+    dagrt_tensor tc = heap_output(32);
     h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3);
     uint64_t slot_free_ms = cfg.timeout_ms * 6 / 10, t0, took;
     h_gate_timer opener;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 2, 0));
     a.wait_gate = 0; /* holds 48 KiB of ring 1 until the end */
     b.wait_gate = 1; /* holds the window's other slot until 0.6 of the timeout */
     REQUIRE_OK(dagrt_begin_run(o, &run));
@@ -406,9 +393,7 @@ static void test_one_timeout_for_slot_and_slab(void)
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
     CHECK_NEVER_RAN(3);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* A submit that claims a slot and then fails on the heap rolls the claim back completely: the
@@ -417,18 +402,17 @@ static void test_one_timeout_for_slot_and_slab(void)
 static void test_rolled_back_claim_is_not_issued(void)
 {
     dagrt_worker_config cfg = h_config(64u << 10, 0, 100);
-    dagrt_worker_t *w = h_worker(&cfg, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    dagrt_tensor ta = h_tensor(NULL, (48u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
-    dagrt_tensor tb = h_tensor(NULL, (32u << 10) / 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    dagrt_tensor ta = heap_output(48);
+    dagrt_tensor tb = heap_output(32);
     h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3), f = h_step_id(4);
     dagrt_task_handle ha, hc, forged;
     dagrt_dep d;
     uint64_t seq, index;
     int spins = 0;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, &cfg, 2, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_scope_begin(o)); /* ring 1, holds a's slab until the scope ends */
     SUBMIT_STEP(o, &a, 0, &ta, 1, NULL, 0, &ha);
@@ -452,9 +436,7 @@ static void test_rolled_back_claim_is_not_issued(void)
     CHECK_NEVER_RAN(2);
     CHECK_RAN_ONCE(3);
     CHECK_NEVER_RAN(4);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* Which ring did one NULL OUTPUT (and one alloc) submitted at `nested` extra scopes use? */
@@ -488,13 +470,12 @@ static void ring_at_depth(dagrt_worker_t *w, dagrt_orch_t *o, int nested, int wa
 
 static void test_ring_by_scope_depth(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     static const int depth[7] = {0, 1, 2, 3, 4, 5, 9};
     static const int ring[7] = {0, 1, 2, 3, 3, 3, 3};
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     for (int i = 0; i < 7; i++)
         ring_at_depth(w, o, depth[i], ring[i], (uint64_t)i);
@@ -509,9 +490,7 @@ static void test_ring_by_scope_depth(void)
                    r, st.heap_tail[r], st.heap_top[r]);
         }
     }
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

@@ -24,7 +24,7 @@
 
 static void test_wrong_state(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 1);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run, other = 777;
     dagrt_task_handle h = {0, 0};
@@ -33,10 +33,8 @@ static void test_wrong_state(void)
     dagrt_task_args a;
     int32_t target = 0;
     void *p = NULL;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
-    h_step_scalars(&s, sc);
-    a = h_args(NULL, 0, sc, S_COUNT, NULL, 0);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 1));
+    a = h_step_args(&s, sc, NULL, 0, NULL, 0);
     /* no run open */
     EXPECT_ERROR(dagrt_submit_next_level(o, h_step_callable(), &a, NULL, 0, &h), DAGRT_STATUS_WRONG_STATE, NULL);
     EXPECT_ERROR(dagrt_submit_next_level_group(o, h_step_callable(), &a, 1, NULL, &target, &h),
@@ -80,9 +78,7 @@ static void test_wrong_state(void)
         CHECK_EQ_U64(st.runs, 0);
     }
     CHECK_RAN_ONCE(1);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void check_run_not_done(dagrt_worker_t *w, dagrt_run_id run)
@@ -107,14 +103,13 @@ static void check_run_not_done(dagrt_worker_t *w, dagrt_run_id run)
 
 static void test_wait_for_and_release(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     uint32_t done;
     dagrt_run_stats_t rs;
     h_step s = h_step_id(1);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     s.wait_gate = 0;
 
     /* a successful run */
@@ -174,9 +169,7 @@ static void test_wait_for_and_release(void)
     CHECK_EQ_U64(rs.failed, 1);
     EXPECT_OK(dagrt_release_run(w, run));
     CHECK_RAN_ONCE(2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* ---- dagrt_worker_submit / dagrt_worker_run ---- */
@@ -251,9 +244,7 @@ static void test_worker_submit_and_run(void)
         CHECK(c.x[0] == 0); /* the callback was not called */
         EXPECT_OK(h_finish_run(w, o, open_run));
     }
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_orchestration_failure(void)
@@ -306,9 +297,7 @@ static void test_orchestration_failure(void)
         REQUIRE_OK(dagrt_begin_run(o, &run));
         EXPECT_OK(h_finish_run(w, o, run));
     }
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* ---- the single-threaded orchestrator ---- */
@@ -373,13 +362,12 @@ static void *intruder_loop(void *arg)
 
 static void test_wrong_thread(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     intruder in;
     pthread_t th, th2;
     char mine[256];
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     memset(&in, 0, sizeof in);
     in.w = w;
     in.o = o;
@@ -467,9 +455,7 @@ static void test_wrong_thread(void)
                    bad);
         }
     }
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 typedef struct {
@@ -532,12 +518,11 @@ static void test_builder_thread_moves_with_run(void)
 static void test_free_with_open_run(void)
 {
     int threads_before = h_thread_count();
-    dagrt_worker_t *w = h_worker(NULL, 2, 1);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step s = h_step_id(90);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 1));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
     REQUIRE_OK(dagrt_scope_begin(o));
@@ -549,14 +534,13 @@ static void test_free_with_open_run(void)
 
 static void test_worker_close(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run, r2 = 4;
     dagrt_worker_stats_t st;
     h_gate_timer opener;
     h_step s = h_step_id(1);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     s.wait_gate = 0;
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
@@ -587,7 +571,7 @@ static void test_worker_close(void)
  * cleanup budget, and when it runs out nothing is torn down, so a later close retries. */
 static void test_worker_close_for(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run, r2 = 4;
     dagrt_worker_stats_t st;
@@ -595,8 +579,7 @@ static void test_worker_close_for(void)
     uint32_t closed = 7;
     uint64_t t0;
     h_step s = h_step_id(1), s2 = h_step_id(2);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     s.wait_gate = 0;
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
@@ -640,15 +623,14 @@ static void test_worker_close_for(void)
  * b1. One FIFO shared by the runs would run b1 before c1. */
 static void test_ready_queue_partitioned_by_run(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run1, run2;
     dagrt_task_handle hp;
     dagrt_dep d;
     dagrt_run_stats_t rs;
     h_step x = h_step_id(1), p = h_step_id(2), c1 = h_step_id(3), b1 = h_step_id(4);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     x.wait_gate = 0; /* lane 0 busy until gate 0 */
     p.wait_gate = 1; /* c1's producer, on lane 1, until gate 1 */
 
@@ -692,9 +674,7 @@ static void test_ready_queue_partitioned_by_run(void)
            "became READY later but belongs to the run holding lane 0's FIFO head: the ready "
            "queue is not partitioned by run",
            h_start(4), h_start(3));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

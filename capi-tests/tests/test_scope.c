@@ -13,23 +13,13 @@
  */
 #include "harness.h"
 
-static dagrt_run_stats_t run_stats(dagrt_worker_t *w, dagrt_run_id run)
-{
-    dagrt_run_stats_t s;
-    memset(&s, 0, sizeof s);
-    if (dagrt_run_stats(w, run, &s) != DAGRT_STATUS_OK)
-        H_FAIL("dagrt_run_stats: %s", dagrt_last_error());
-    return s;
-}
-
 static void test_depth_limit(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     int opened = 0;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     for (int i = 0; i < DAGRT_MAX_SCOPE_DEPTH; i++) {
         if (!EXPECT_OK(dagrt_scope_begin(o)))
@@ -56,18 +46,15 @@ static void test_depth_limit(void)
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_unbalanced_and_wrong_state(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     EXPECT_ERROR(dagrt_scope_begin(o), DAGRT_STATUS_WRONG_STATE, NULL);
     EXPECT_ERROR(dagrt_scope_end(o), DAGRT_STATUS_WRONG_STATE, NULL);
     REQUIRE_OK(dagrt_begin_run(o, &run));
@@ -83,19 +70,16 @@ static void test_unbalanced_and_wrong_state(void)
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
     EXPECT_ERROR(dagrt_scope_end(o), DAGRT_STATUS_WRONG_STATE, NULL);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_close_with_open_scope(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     uint32_t done = 9;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_scope_begin(o));
     REQUIRE_OK(dagrt_scope_begin(o));
@@ -121,20 +105,17 @@ static void test_close_with_open_scope(void)
     /* a new run can begin: the old one is closed */
     REQUIRE_OK(dagrt_begin_run(o, &run));
     EXPECT_OK(h_finish_run(w, o, run));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_scope_end_non_blocking(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     uint32_t done = 9;
     h_step a = h_step_id(1), b = h_step_id(2);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     a.wait_gate = 0;
     b.wait_gate = 0;
     REQUIRE_OK(dagrt_begin_run(o, &run));
@@ -151,9 +132,7 @@ static void test_scope_end_non_blocking(void)
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static int ring_empty_now(dagrt_worker_t *w, int r)
@@ -164,15 +143,14 @@ static int ring_empty_now(dagrt_worker_t *w, int r)
 
 static void test_leaves_of_ended_scope_reclaimed(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_worker_stats_t st;
     dagrt_tensor tl = h_tensor(NULL, 256, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
     h_step longer = h_step_id(100);
     uint32_t done = 9;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     longer.wait_gate = 0; /* a long-lived outer-scope task holding a ring 0 slab */
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &longer, 0, &tl, 1, NULL, 0, NULL);
@@ -198,7 +176,7 @@ static void test_leaves_of_ended_scope_reclaimed(void)
     CHECK(h_end(100) == 0);
     h_gate_open(0);
     /* an outer-scope leaf is still referenced by the open outer scope */
-    CHECK(H_POLL(run_stats(w, run).completed == 31, 5000));
+    CHECK(H_POLL(h_run_stats(w, run).completed == 31, 5000));
     h_sleep_us(10000);
     st = h_stats(w);
     CHECK_EQ_I64(st.live_slots, 1);
@@ -209,9 +187,7 @@ static void test_leaves_of_ended_scope_reclaimed(void)
     for (int i = 1; i <= 30; i++)
         CHECK_RAN_ONCE(i);
     CHECK_RAN_ONCE(100);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static int32_t orch_leaves_scopes_open(dagrt_orch_t *o, void *ctx)
@@ -241,9 +217,7 @@ static void test_worker_submit_ends_open_scopes(void)
     EXPECT_OK(dagrt_worker_run(w, orch_leaves_scopes_open, NULL));
     for (int i = 50; i < 53; i++)
         CHECK(h_runs(i) == 2);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 int main(void)

@@ -153,9 +153,7 @@ static void test_stall_episodes(void)
     CHECK_BEFORE(4, 6);
     CHECK_BEFORE(6, 7); /* S7 waited for G2 */
     CHECK(h_worker_of(5) == 10 && h_worker_of(6) == 30);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
@@ -227,9 +225,7 @@ static void test_cancelled_singles_are_no_stall(void)
     CHECK_NEVER_RAN(3);
     release_blocked_head(w, run1, run2);
     CHECK_EQ_U64(warning_count(), 0);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
@@ -285,9 +281,7 @@ static void test_condition_returning_starts_a_new_episode(void)
     CHECK_RAN_ONCE(4);
     CHECK_BEFORE(2, 4); /* S4 waited for the group */
     CHECK_EQ_U64(warning_count(), 1);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 

@@ -51,9 +51,7 @@ static void test_single_targets_exact_lane(void)
                IDS[i % 3], h_worker_of(i));
     }
     CHECK_NEVER_RAN(100);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_lane_registration_errors(void)
@@ -121,7 +119,7 @@ static void test_lane_registration_errors(void)
 
 static void test_group_placement_and_concurrency(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     const int32_t targets[3] = {2, 0, 1};
@@ -130,13 +128,8 @@ static void test_group_placement_and_concurrency(void)
     dagrt_task_handle gh, ch;
     dagrt_dep dep;
     dagrt_run_stats_t rs;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
-    for (int i = 0; i < 3; i++) {
-        steps[i] = h_step_id(10 + (uint64_t)i);
-        steps[i].barrier = 0; /* all three must be running at once to pass */
-        steps[i].barrier_n = 3;
-    }
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
+    h_barrier_steps(steps, 3, 10, 0, 3); /* all three must be running at once to pass */
     h_make_group(&g, steps, 3, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 3, NULL, targets, &gh));
@@ -158,30 +151,23 @@ static void test_group_placement_and_concurrency(void)
     }
     CHECK_RAN_ONCE(20);
     (void)rs;
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* A group whose target lane 0 is busy: no member starts until lane 0 is idle, and a single
  * for lane 1 submitted behind the blocked group head does not overtake it. */
 static void test_group_all_or_nothing(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step steps[2];
     h_group g;
     h_step blocker = h_step_id(1), later = h_step_id(5), other = h_step_id(6);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
     blocker.wait_gate = 0; /* lane 0 stays busy until the test opens gate 0 */
-    for (int i = 0; i < 2; i++) {
-        steps[i] = h_step_id(2 + (uint64_t)i);
-        steps[i].barrier = 1;
-        steps[i].barrier_n = 2;
-    }
+    h_barrier_steps(steps, 2, 2, 1, 2);
     h_make_group(&g, steps, 2, NULL, 0);
     REQUIRE_OK(dagrt_begin_run(o, &run));
     SUBMIT_STEP(o, &blocker, 0, NULL, 0, NULL, 0, NULL);
@@ -206,9 +192,7 @@ static void test_group_all_or_nothing(void)
     CHECK_BEFORE(1, 3);
     CHECK_BEFORE(3, 5);
     CHECK(h_worker_of(2) == 0 && h_worker_of(3) == 1);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static int stats_equal(const dagrt_worker_stats_t *a, const dagrt_worker_stats_t *b)
@@ -222,7 +206,7 @@ static int stats_equal(const dagrt_worker_stats_t *a, const dagrt_worker_stats_t
 
 static void test_group_rejections_leave_no_trace(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 3, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step steps[2];
@@ -233,8 +217,7 @@ static void test_group_rejections_leave_no_trace(void)
     dagrt_worker_stats_t before, after;
     dagrt_run_stats_t rs;
     const int32_t dup[2] = {1, 1}, unknown[2] = {0, 42}, fine[2] = {0, 1};
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
     for (int i = 0; i < 2; i++) {
         steps[i] = h_step_id(30 + (uint64_t)i);
         ts[2 * i] = h_tensor(NULL, 16, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
@@ -273,9 +256,7 @@ static void test_group_rejections_leave_no_trace(void)
     CHECK_RAN_ONCE(31);
     CHECK_RAN_ONCE(35);
     CHECK(h_worker_of(30) == 0 && h_worker_of(31) == 1);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_sub_lanes(void)
@@ -295,11 +276,7 @@ static void test_sub_lanes(void)
         EXPECT_OK(h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL));
     }
     /* a SUB group of 2 on distinct lanes, concurrently (barrier of 2) */
-    for (int i = 0; i < 4; i++) {
-        steps[i] = h_step_id(10 + (uint64_t)i);
-        steps[i].barrier = 0;
-        steps[i].barrier_n = 2;
-    }
+    h_barrier_steps(steps, 4, 10, 0, 2);
     h_make_group(&g, steps, 4, NULL, 0);
     EXPECT_OK(dagrt_submit_sub_group(o, h_step_callable(), g.a, 2, &h));
     CHECK_EQ_U64(h.run_id, run);
@@ -316,11 +293,7 @@ static void test_sub_lanes(void)
     {
         h_step s3[3];
         h_group g3;
-        for (int i = 0; i < 3; i++) {
-            s3[i] = h_step_id(20 + (uint64_t)i);
-            s3[i].barrier = 1;
-            s3[i].barrier_n = 3;
-        }
+        h_barrier_steps(s3, 3, 20, 1, 3);
         h_make_group(&g3, s3, 3, NULL, 0);
         EXPECT_OK(dagrt_submit_sub_group(o, h_step_callable(), g3.a, 3, NULL));
     }
@@ -413,12 +386,11 @@ static int32_t inspect_exec(const dagrt_task_view *t, void *user)
  * Here the job stuck behind a blocked task is the one that unblocks it. */
 static void test_sub_job_queued_behind_long_one_moves(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step t1 = h_step_id(10), t2 = h_step_id(11), t3 = h_step_id(12);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 2));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     /* both lanes learn that jobs here are long (milliseconds) */
     for (int i = 0; i < 6; i++) {
@@ -443,9 +415,7 @@ static void test_sub_job_queued_behind_long_one_moves(void)
         CHECK_RAN_ONCE(i);
     CHECKF(h_worker_of(12) == h_worker_of(11), "t3 ran on lane %d, t2 on lane %d",
            h_worker_of(12), h_worker_of(11));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* Scheduler seed: all READY SUB tasks share one FIFO and a single goes to an idle SUB lane.
@@ -454,12 +424,11 @@ static void test_sub_job_queued_behind_long_one_moves(void)
  * E, while A still runs. (With a job queued behind A, C started only once A ended.) */
 static void test_sub_fifo_order_with_long_jobs(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step a = h_step_id(10), b = h_step_id(11);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 2));
     REQUIRE_OK(dagrt_begin_run(o, &run));
     for (int i = 0; i < 6; i++) { /* both lanes learn that jobs here are long (milliseconds) */
         h_step s = h_step_id((uint64_t)i);
@@ -490,21 +459,18 @@ static void test_sub_fifo_order_with_long_jobs(void)
     CHECK_BEFORE(12, 13);
     CHECK_BEFORE(13, 14);
     CHECK(h_worker_of(12) == h_worker_of(11) && h_worker_of(14) == h_worker_of(11));
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* The same on lanes that have not run anything yet (job lengths unknown): a job submitted
  * after a blocked one goes to the idle lane, not behind it. */
 static void test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 0, 2);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     h_step a = h_step_id(1), b = h_step_id(2), c = h_step_id(3);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 2));
     a.wait_gate = 0;
     REQUIRE_OK(dagrt_begin_run(o, &run));
     EXPECT_OK(h_submit_step_sub(o, &a, NULL, 0, NULL, 0, NULL));
@@ -519,9 +485,7 @@ static void test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job(void)
         CHECK_RAN_ONCE(id);
     CHECK(h_worker_of(2) != h_worker_of(1) && h_worker_of(3) != h_worker_of(1));
     CHECK_BEFORE(2, 3);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 /* Scheduler seed: a single is dispatched only to an idle target, and each pass examines the
@@ -530,15 +494,14 @@ static void test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job(void)
  * mailbox, it started first and the group waited for it.) */
 static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     const int32_t targets[2] = {0, 1};
     h_step steps[2];
     h_group g;
     h_step s1 = h_step_id(1), s2 = h_step_id(2);
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     s1.wait_gate = 0;
     for (int i = 0; i < 2; i++)
         steps[i] = h_step_id(10 + (uint64_t)i);
@@ -559,14 +522,12 @@ static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
     CHECK_RAN_ONCE(11);
     CHECKF(h_start(10) < h_start(2), "the single on lane 0 started before the group head "
                                      "reserving lane 0");
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_executor_sees_args(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 2, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_callable c;
@@ -578,8 +539,7 @@ static void test_executor_sees_args(void)
     dagrt_task_args a0, ag[2];
     dagrt_task_handle h0, hg;
     const int32_t targets[2] = {1, 0};
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
     memset(seen, 0, sizeof seen);
     REQUIRE_OK(dagrt_register_callable("submit.inspect", 3, DAGRT_CALLABLE_KIND_TASK, inspect_exec,
                                        (void *)&seen, &c));
@@ -663,18 +623,15 @@ static void test_executor_sees_args(void)
     CHECK_EQ_U64(seen[0].config.flags, 0);
     CHECK_EQ_U64(seen[0].config.block_dim, 0);
     CHECK_EQ_U64(seen[0].config.user[5], 0);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_task_fail_reaches_wait(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 0);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
 
     /* dagrt_task_fail + non-zero return */
     {
@@ -712,9 +669,7 @@ static void test_task_fail_reaches_wait(void)
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
     CHECK_RAN_ONCE(3);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static int32_t other_exec(const dagrt_task_view *t, void *u)
@@ -733,7 +688,7 @@ static int32_t another_exec(const dagrt_task_view *t, void *u)
 
 static void test_unknown_callable(void)
 {
-    dagrt_worker_t *w = h_worker(NULL, 1, 1);
+    dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run;
     dagrt_callable bogus, orch_kind, wrong_ns;
@@ -741,10 +696,8 @@ static void test_unknown_callable(void)
     h_step s = h_step_id(1);
     dagrt_task_args a;
     int32_t target = 0;
-    REQUIRE(w != NULL);
-    o = h_orch(w);
-    h_step_scalars(&s, sc);
-    a = h_args(NULL, 0, sc, S_COUNT, NULL, 0);
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 1));
+    a = h_step_args(&s, sc, NULL, 0, NULL, 0);
     memset(&bogus, 0, sizeof bogus);
     memset(bogus.digest, 0xab, sizeof bogus.digest);
     REQUIRE_OK(dagrt_register_callable("submit.orchestration", 0, DAGRT_CALLABLE_KIND_ORCHESTRATION,
@@ -767,9 +720,7 @@ static void test_unknown_callable(void)
                  DAGRT_STATUS_UNKNOWN_CALLABLE, NULL);
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_NEVER_RAN(1);
-    CHECK_QUIESCENT(w);
-    EXPECT_OK(dagrt_worker_close(w));
-    dagrt_worker_free(w);
+    h_close_worker(w);
 }
 
 static void test_callable_identity(void)

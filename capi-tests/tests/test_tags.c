@@ -26,28 +26,12 @@ static dagrt_orch_t *O;
 
 static int setup(void)
 {
-    W = h_worker(NULL, 3, 0);
-    O = W ? h_orch(W) : NULL;
-    return O != NULL;
+    return h_open_worker(&W, &O, NULL, 3, 0);
 }
 
 static void teardown(void)
 {
-    if (W) {
-        CHECK_QUIESCENT(W);
-        EXPECT_OK(dagrt_worker_close(W));
-        dagrt_worker_free(W);
-    }
-    W = NULL;
-    O = NULL;
-}
-
-static h_step op_step(uint64_t id, int op, uint64_t operand)
-{
-    h_step s = h_step_id(id);
-    s.op = op;
-    s.operand = operand;
-    return s;
+    h_close_fixture(W, O);
 }
 
 static void test_raw(void)
@@ -56,20 +40,14 @@ static void test_raw(void)
     dagrt_run_id run;
     dagrt_tensor tw = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
     dagrt_tensor tr = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
-    h_step w = op_step(1, H_OP_FILL, 7), r = op_step(2, H_OP_READ, 0);
+    h_step w = h_op_step(1, H_OP_FILL, 7), r = h_op_step(2, H_OP_READ, 0);
     /* a reader of a single element in the middle also waits */
     dagrt_tensor tr1 = h_tile(x, 3 * 8, DAGRT_DTYPE_U64, 1, 1, 1, DAGRT_TAG_INPUT);
-    h_step r1 = op_step(3, H_OP_READ, 0);
+    h_step r1 = h_op_step(3, H_OP_READ, 0);
     w.sleep_us = 30000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w, 0, &tw, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 1, &tr, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r1, 2, &tr1, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    CHECK_RAN_ONCE(1);
-    CHECK_RAN_ONCE(2);
-    CHECK_RAN_ONCE(3);
+    h_run_one_per_lane(W, O, run, 3, (h_step_tensor[]){{&w, &tw}, {&r, &tr}, {&r1, &tr1}});
     CHECK_BEFORE(1, 2);
     CHECK_BEFORE(1, 3);
     CHECKF(h_read[2] == 7.0 * N, "reader saw sum %g, expected %g", h_read[2], 7.0 * N);
@@ -85,7 +63,7 @@ static void test_inout_chain_is_serial(void)
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     for (int i = 0; i < 6; i++) {
-        h_step s = op_step(10 + (uint64_t)i, H_OP_APPEND, (uint64_t)i + 1);
+        h_step s = h_op_step(10 + (uint64_t)i, H_OP_APPEND, (uint64_t)i + 1);
         s.sleep_us = 3000;
         SUBMIT_STEP(O, &s, i % 3, &t, 1, NULL, 0, NULL);
     }
@@ -107,7 +85,8 @@ static void test_war_not_tracked(void)
     dagrt_tensor tp = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
     dagrt_tensor tr = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
     dagrt_tensor tw = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
-    h_step p = op_step(20, H_OP_FILL, 1), r = op_step(21, H_OP_READ, 0), w = h_step_id(22);
+    h_step p = h_op_step(20, H_OP_FILL, 1), r = h_op_step(21, H_OP_READ, 0),
+           w = h_step_id(22);
     /* the reader reads, then blocks until the writer has run; the writer (submitted after the
      * reader) must therefore not wait for the reader */
     r.wait_gate = 0;
@@ -115,13 +94,7 @@ static void test_war_not_tracked(void)
     p.sleep_us = 10000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &p, 0, &tp, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 1, &tr, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &w, 2, &tw, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    CHECK_RAN_ONCE(20);
-    CHECK_RAN_ONCE(21);
-    CHECK_RAN_ONCE(22);
+    h_run_one_per_lane(W, O, run, 3, (h_step_tensor[]){{&p, &tp}, {&r, &tr}, {&w, &tw}});
     CHECK_BEFORE(20, 21); /* RaW still holds for the reader */
     CHECKF(h_end(22) < h_end(21), "the writer should finish while the reader is still blocked");
     teardown();
@@ -134,7 +107,8 @@ static void output_after_output(uint32_t tag)
     dagrt_tensor t1 = h_tensor(y, N, DAGRT_DTYPE_U64, tag);
     dagrt_tensor t2 = h_tensor(y, N, DAGRT_DTYPE_U64, tag);
     dagrt_tensor tr = h_tensor(y, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
-    h_step w1 = h_step_id(30), w2 = op_step(31, H_OP_FILL, 5), r = op_step(32, H_OP_READ, 0);
+    h_step w1 = h_step_id(30), w2 = h_op_step(31, H_OP_FILL, 5),
+           r = h_op_step(32, H_OP_READ, 0);
     /* w1 blocks until the reader has started: w2 must not wait for w1 (no WaW edge for a pure
      * overwrite), and the reader must depend on w2 only (w2 replaced w1 in the TensorMap) */
     w1.wait_gate = 1;
@@ -142,13 +116,7 @@ static void output_after_output(uint32_t tag)
     w2.sleep_us = 10000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w1, 0, &t1, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &w2, 1, &t2, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 2, &tr, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    CHECK_RAN_ONCE(30);
-    CHECK_RAN_ONCE(31);
-    CHECK_RAN_ONCE(32);
+    h_run_one_per_lane(W, O, run, 3, (h_step_tensor[]){{&w1, &t1}, {&w2, &t2}, {&r, &tr}});
     CHECK_BEFORE(31, 32); /* RaW on the latest writer */
     CHECKF(h_start(32) < h_end(30), "the reader should start while the first writer is blocked");
     CHECKF(h_read[32] == 5.0 * N, "reader saw %g, expected %g", h_read[32], 5.0 * N);
@@ -169,12 +137,11 @@ static void test_output_existing_like_output(void)
         dagrt_run_id run;
         dagrt_tensor tw = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT_EXISTING);
         dagrt_tensor tr = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
-        h_step w = op_step(35, H_OP_FILL, 3), r = op_step(36, H_OP_READ, 0);
+        h_step w = h_op_step(35, H_OP_FILL, 3), r = h_op_step(36, H_OP_READ, 0);
         w.sleep_us = 20000;
         REQUIRE(setup());
         REQUIRE_OK(dagrt_begin_run(O, &run));
-        SUBMIT_STEP(O, &w, 0, &tw, 1, NULL, 0, NULL);
-        SUBMIT_STEP(O, &r, 1, &tr, 1, NULL, 0, NULL);
+        h_submit_one_per_lane(O, 2, (h_step_tensor[]){{&w, &tw}, {&r, &tr}});
         EXPECT_OK(h_finish_run(W, O, run));
         CHECK_BEFORE(35, 36);
         CHECK(h_read[36] == 3.0 * N);
@@ -189,7 +156,8 @@ static void test_no_dep_ignored(void)
     dagrt_tensor tp = h_tensor(z, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
     dagrt_tensor tn = h_tensor(z, N, DAGRT_DTYPE_U64, DAGRT_TAG_NO_DEP);
     dagrt_tensor tr = h_tensor(z, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
-    h_step p = op_step(40, H_OP_FILL, 3), n = h_step_id(41), r = op_step(42, H_OP_READ, 0);
+    h_step p = h_op_step(40, H_OP_FILL, 3), n = h_step_id(41),
+           r = h_op_step(42, H_OP_READ, 0);
     /* p waits for n to start: n must not look up p.
      * n waits for r to start: r (INPUT) must depend on p only, i.e. n inserted nothing. */
     p.wait_gate = 2;
@@ -198,13 +166,7 @@ static void test_no_dep_ignored(void)
     r.open_at_start = 3;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &p, 0, &tp, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &n, 1, &tn, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 2, &tr, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    CHECK_RAN_ONCE(40);
-    CHECK_RAN_ONCE(41);
-    CHECK_RAN_ONCE(42);
+    h_run_one_per_lane(W, O, run, 3, (h_step_tensor[]){{&p, &tp}, {&n, &tn}, {&r, &tr}});
     CHECK_BEFORE(40, 42);
     CHECK(h_read[42] == 3.0 * N);
     teardown();
@@ -218,7 +180,7 @@ static void test_repeated_producer_collapses(void)
     dagrt_task_handle hp;
     dagrt_dep deps[4];
     dagrt_run_stats_t rs;
-    h_step p = op_step(50, H_OP_FILL, 9), c = op_step(51, H_OP_READ, 0);
+    h_step p = h_op_step(50, H_OP_FILL, 9), c = h_op_step(51, H_OP_READ, 0);
     tp[0] = h_tensor(a, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
     tp[1] = h_tensor(b, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
     tc[0] = h_tensor(a, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
@@ -238,7 +200,7 @@ static void test_repeated_producer_collapses(void)
         dagrt_args_t *ab = NULL;
         dagrt_task_args v;
         uint64_t sc[S_COUNT];
-        h_step c2 = op_step(52, H_OP_READ, 0);
+        h_step c2 = h_op_step(52, H_OP_READ, 0);
         h_step_scalars(&c2, sc);
         REQUIRE_OK(dagrt_args_new(&ab));
         EXPECT_OK(dagrt_args_add_dep(ab, hp));
@@ -276,14 +238,12 @@ static void test_waw_via_inout(void)
     dagrt_tensor t1 = h_tensor(w, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
     dagrt_tensor t2 = h_tensor(w, N, DAGRT_DTYPE_U64, DAGRT_TAG_INOUT);
     dagrt_tensor tr = h_tensor(w, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
-    h_step w1 = op_step(60, H_OP_FILL, 4), w2 = op_step(61, H_OP_APPEND, 5),
-           r = op_step(62, H_OP_READ, 0);
+    h_step w1 = h_op_step(60, H_OP_FILL, 4), w2 = h_op_step(61, H_OP_APPEND, 5),
+           r = h_op_step(62, H_OP_READ, 0);
     w1.sleep_us = 20000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w1, 0, &t1, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &w2, 1, &t2, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 2, &tr, 1, NULL, 0, NULL);
+    h_submit_one_per_lane(O, 3, (h_step_tensor[]){{&w1, &t1}, {&w2, &t2}, {&r, &tr}});
     EXPECT_OK(h_finish_run(W, O, run));
     CHECK_BEFORE(60, 61);
     CHECK_BEFORE(61, 62);

@@ -28,20 +28,12 @@ static dagrt_orch_t *O;
 static int setup(void)
 {
     memset(A, 0, sizeof A);
-    W = h_worker(NULL, 4, 0);
-    O = W ? h_orch(W) : NULL;
-    return O != NULL;
+    return h_open_worker(&W, &O, NULL, 4, 0);
 }
 
 static void teardown(void)
 {
-    if (W) {
-        CHECK_QUIESCENT(W);
-        EXPECT_OK(dagrt_worker_close(W));
-        dagrt_worker_free(W);
-    }
-    W = NULL;
-    O = NULL;
+    h_close_fixture(W, O);
 }
 
 static dagrt_tensor whole(uint32_t tag)
@@ -53,14 +45,6 @@ static dagrt_tensor whole(uint32_t tag)
     return t;
 }
 
-static h_step op_step(uint64_t id, int op, uint64_t operand)
-{
-    h_step s = h_step_id(id);
-    s.op = op;
-    s.operand = operand;
-    return s;
-}
-
 static void test_column_blocks_independent(void)
 {
     dagrt_run_id run;
@@ -68,22 +52,15 @@ static void test_column_blocks_independent(void)
     dagrt_tensor ta = h_tile(A, COL(0), DAGRT_DTYPE_F64, 16, 4, LD, DAGRT_TAG_INOUT);
     dagrt_tensor tb = h_tile(A, COL(8), DAGRT_DTYPE_F64, 16, 4, LD, DAGRT_TAG_INOUT);
     dagrt_tensor tr = whole(DAGRT_TAG_INPUT);
-    h_step w0 = op_step(1, H_OP_FILL, 1), a = op_step(2, H_OP_APPEND, 2),
-           b = op_step(3, H_OP_APPEND, 3), r = op_step(4, H_OP_READ, 0);
+    h_step w0 = h_op_step(1, H_OP_FILL, 1), a = h_op_step(2, H_OP_APPEND, 2),
+           b = h_op_step(3, H_OP_APPEND, 3), r = h_op_step(4, H_OP_READ, 0);
     w0.sleep_us = 10000;
     a.barrier = b.barrier = 0;
     a.barrier_n = b.barrier_n = 2;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w0, 0, &t0, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &a, 1, &ta, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &b, 2, &tb, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 3, &tr, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    CHECK_RAN_ONCE(1);
-    CHECK_RAN_ONCE(2);
-    CHECK_RAN_ONCE(3);
-    CHECK_RAN_ONCE(4);
+    h_run_one_per_lane(W, O, run, 4,
+                       (h_step_tensor[]){{&w0, &t0}, {&a, &ta}, {&b, &tb}, {&r, &tr}});
     CHECK_BEFORE(1, 2); /* both blocks overlap the whole-matrix writer */
     CHECK_BEFORE(1, 3);
     CHECK_BEFORE(2, 4); /* and the whole-matrix reader waits for both */
@@ -108,19 +85,14 @@ static void test_interleaved_tiles_independent(void)
     dagrt_tensor tb = h_tile(A, AT(8, 0), DAGRT_DTYPE_F64, 4, 4, LD, DAGRT_TAG_INOUT);
     /* and the tile beside it (rows 0-3, columns 4-7), through another data pointer */
     dagrt_tensor tc = h_tile(&A[4 * LD], 0, DAGRT_DTYPE_F64, 4, 4, LD, DAGRT_TAG_INOUT);
-    h_step w0 = op_step(10, H_OP_FILL, 1), a = op_step(11, H_OP_APPEND, 2),
-           b = op_step(12, H_OP_APPEND, 3), c = op_step(13, H_OP_APPEND, 4);
+    h_step w0 = h_op_step(10, H_OP_FILL, 1), a = h_op_step(11, H_OP_APPEND, 2),
+           b = h_op_step(12, H_OP_APPEND, 3), c = h_op_step(13, H_OP_APPEND, 4);
     a.barrier = b.barrier = c.barrier = 1;
     a.barrier_n = b.barrier_n = c.barrier_n = 3;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w0, 0, &t0, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &a, 1, &ta, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &b, 2, &tb, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &c, 3, &tc, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    for (int i = 10; i < 14; i++)
-        CHECK_RAN_ONCE(i);
+    h_run_one_per_lane(W, O, run, 4,
+                       (h_step_tensor[]){{&w0, &t0}, {&a, &ta}, {&b, &tb}, {&c, &tc}});
     CHECK_BEFORE(10, 11);
     CHECK_BEFORE(10, 12);
     CHECK_BEFORE(10, 13);
@@ -139,15 +111,13 @@ static void test_overlapping_tiles_ordered(void)
     dagrt_tensor tb = h_tile(A, AT(4, 2), DAGRT_DTYPE_F64, 8, 4, LD, DAGRT_TAG_INOUT);
     /* a single element of the shared part, through a pointer into the middle of A */
     dagrt_tensor tc = h_tensor(&A[5 + LD * 3], 1, DAGRT_DTYPE_F64, DAGRT_TAG_INPUT);
-    h_step a = op_step(20, H_OP_FILL, 1), b = op_step(21, H_OP_APPEND, 2),
-           c = op_step(22, H_OP_READ, 0);
+    h_step a = h_op_step(20, H_OP_FILL, 1), b = h_op_step(21, H_OP_APPEND, 2),
+           c = h_op_step(22, H_OP_READ, 0);
     a.sleep_us = 20000;
     b.sleep_us = 10000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &a, 0, &ta, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &b, 1, &tb, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &c, 2, &tc, 1, NULL, 0, NULL);
+    h_submit_one_per_lane(O, 3, (h_step_tensor[]){{&a, &ta}, {&b, &tb}, {&c, &tc}});
     EXPECT_OK(h_finish_run(W, O, run));
     CHECK_BEFORE(20, 21);
     CHECK_BEFORE(21, 22);
@@ -166,11 +136,11 @@ static void test_whole_reader_waits_for_every_writer(void)
     dagrt_tensor tw[4], tr = whole(DAGRT_TAG_INPUT);
     /* column 4 through a pointer to its first element: overlaps tile (4,4) only */
     dagrt_tensor tcol = h_tensor(&A[4 * LD], LD, DAGRT_DTYPE_F64, DAGRT_TAG_INPUT);
-    h_step r = op_step(35, H_OP_READ, 0), rc = op_step(36, H_OP_READ, 0);
+    h_step r = h_op_step(35, H_OP_READ, 0), rc = h_op_step(36, H_OP_READ, 0);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     for (int k = 0; k < 4; k++) {
-        h_step w = op_step(30 + (uint64_t)k, H_OP_FILL, (uint64_t)k + 1);
+        h_step w = h_op_step(30 + (uint64_t)k, H_OP_FILL, (uint64_t)k + 1);
         w.sleep_us = sleeps[k];
         tw[k] = h_tile(A, AT(tiles[k][0], tiles[k][1]), DAGRT_DTYPE_F64, 4, 4, LD,
                        DAGRT_TAG_OUTPUT);
@@ -204,17 +174,15 @@ static void test_partial_overwrite_keeps_old_writer(void)
     dagrt_tensor tc = h_tile(A, COL(0), DAGRT_DTYPE_F64, 16, 4, LD, DAGRT_TAG_INPUT);
     /* one element of column 6, through a pointer to it */
     dagrt_tensor te = h_tensor(&A[3 + LD * 6], 1, DAGRT_DTYPE_F64, DAGRT_TAG_INPUT);
-    h_step w1 = op_step(40, H_OP_NONE, 0), w2 = op_step(41, H_OP_FILL, 5),
-           ru = op_step(42, H_OP_READ, 0), rc = op_step(43, H_OP_READ, 0),
-           re = op_step(44, H_OP_READ, 0);
+    h_step w1 = h_op_step(40, H_OP_NONE, 0), w2 = h_op_step(41, H_OP_FILL, 5),
+           ru = h_op_step(42, H_OP_READ, 0), rc = h_op_step(43, H_OP_READ, 0),
+           re = h_op_step(44, H_OP_READ, 0);
     w1.sleep_us = 30000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w1, 0, &t1, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &w2, 1, &t2, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &ru, 2, &tu, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &rc, 3, &tc, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &re, 1, &te, 1, NULL, 0, NULL);
+    h_submit_one_per_lane(O, 4,
+                          (h_step_tensor[]){{&w1, &t1}, {&w2, &t2}, {&ru, &tu}, {&rc, &tc}});
+    SUBMIT_STEP(O, &re, 1, &te, 1, NULL, 0, NULL); /* lane 1 again */
     EXPECT_OK(h_finish_run(W, O, run));
     for (int i = 40; i < 45; i++)
         CHECK_RAN_ONCE(i);
@@ -234,20 +202,15 @@ static void test_full_overwrite_replaces_old_writer(void)
     dagrt_tensor tr = h_tile(A, COL(8), DAGRT_DTYPE_F64, 16, 4, LD, DAGRT_TAG_INPUT);
     /* a 4x4 tile of W3's old region through a strided view */
     dagrt_tensor tt = h_tile(A, AT(4, 9), DAGRT_DTYPE_F64, 4, 2, LD, DAGRT_TAG_INPUT);
-    h_step w3 = h_step_id(50), w4 = op_step(51, H_OP_FILL, 6), r = op_step(52, H_OP_READ, 0),
-           rt = op_step(53, H_OP_READ, 0);
+    h_step w3 = h_step_id(50), w4 = h_op_step(51, H_OP_FILL, 6),
+           r = h_op_step(52, H_OP_READ, 0), rt = h_op_step(53, H_OP_READ, 0);
     w3.wait_gate = 1;
     r.open_at_start = 1;
     w4.sleep_us = 5000;
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
-    SUBMIT_STEP(O, &w3, 0, &t3, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &w4, 1, &t4, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &r, 2, &tr, 1, NULL, 0, NULL);
-    SUBMIT_STEP(O, &rt, 3, &tt, 1, NULL, 0, NULL);
-    EXPECT_OK(h_finish_run(W, O, run));
-    for (int i = 50; i < 54; i++)
-        CHECK_RAN_ONCE(i);
+    h_run_one_per_lane(W, O, run, 4,
+                       (h_step_tensor[]){{&w3, &t3}, {&w4, &t4}, {&r, &tr}, {&rt, &tt}});
     CHECK_BEFORE(51, 52);
     CHECK_BEFORE(51, 53);
     CHECKF(h_start(52) < h_end(50), "the reader waited for the fully overwritten writer");
@@ -262,11 +225,11 @@ static void test_same_pointer_chain(void)
     dagrt_tensor t = whole(DAGRT_TAG_INOUT);
     dagrt_tensor t1 = h_tensor(A, LD * LD, DAGRT_DTYPE_F64, DAGRT_TAG_INOUT); /* 1-D, same bytes */
     dagrt_tensor tr = whole(DAGRT_TAG_INPUT);
-    h_step r = op_step(65, H_OP_READ, 0);
+    h_step r = h_op_step(65, H_OP_READ, 0);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
     for (int i = 0; i < 5; i++) {
-        h_step s = op_step(60 + (uint64_t)i, H_OP_APPEND, (uint64_t)i + 1);
+        h_step s = h_op_step(60 + (uint64_t)i, H_OP_APPEND, (uint64_t)i + 1);
         s.sleep_us = 2000;
         SUBMIT_STEP(O, &s, i % 4, (i % 2) ? &t1 : &t, 1, NULL, 0, NULL);
     }
