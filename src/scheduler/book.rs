@@ -268,18 +268,30 @@ mod tests {
         let mut b = book(&[300; 8], 0);
         b.post(2000, true);
         b.complete(2000, Some(5_000_000));
-        assert!(b.tiny_jobs(), "one preempted job: still tiny ({} ns)", b.job_ns);
+        assert!(
+            b.tiny_jobs(),
+            "one preempted job: still tiny ({} ns)",
+            b.job_ns
+        );
         for (i, ns) in [300, 5_000_000, 300].into_iter().enumerate() {
             b.post(2001 + i as SlotId, true);
             b.complete(2001 + i as SlotId, Some(ns));
-            assert!(b.tiny_jobs(), "isolated long jobs: still tiny ({} ns)", b.job_ns);
+            assert!(
+                b.tiny_jobs(),
+                "isolated long jobs: still tiny ({} ns)",
+                b.job_ns
+            );
         }
         // Two long jobs in a row are a change of regime.
         for i in 0..2 {
             b.post(3000 + i, true);
             b.complete(3000 + i, Some(50_000_000));
         }
-        assert!(b.long_jobs(), "two long jobs in a row: long ({} ns)", b.job_ns);
+        assert!(
+            b.long_jobs(),
+            "two long jobs in a row: long ({} ns)",
+            b.job_ns
+        );
     }
 
     #[test]
