@@ -21,7 +21,7 @@ use dagrt::slot::{
     Attach, Claim, Edge, Publish, SlotCore, SlotId, CONSUMED, FAILED, PENDING, READY, RUNNING,
 };
 use loom::sync::Arc;
-use loom::thread;
+use loom::thread::{self, JoinHandle};
 use loom_model::model;
 use std::sync::Arc as StdArc;
 
@@ -36,13 +36,29 @@ fn msg(s: &str) -> StdArc<str> {
     StdArc::from(s)
 }
 
-/// A slot for task `id`, published with no fanin and claimed by dispatch: RUNNING.
-fn running(id: SlotId) -> Arc<SlotCore> {
+/// A slot for task `id`, published with no fanin: READY.
+fn ready(id: SlotId) -> Arc<SlotCore> {
     let s = Arc::new(SlotCore::default());
     s.begin_building(id);
     assert_eq!(s.publish(0), Publish::Ready);
+    s
+}
+
+/// A slot for task `id`, published with no fanin and claimed by dispatch: RUNNING.
+fn running(id: SlotId) -> Arc<SlotCore> {
+    let s = ready(id);
     assert!(s.try_claim_running());
     s
+}
+
+/// An alloc() slot for `id` (`complete_synthetic(scope_ref)`) with one retaining consumer,
+/// task 2, wired on it.
+fn synthetic(id: SlotId, scope_ref: i32) -> Arc<SlotCore> {
+    let p = Arc::new(SlotCore::default());
+    p.begin_building(id);
+    p.complete_synthetic(scope_ref);
+    assert_eq!(p.attach(id, 2, true), Attach::Done);
+    p
 }
 
 /// The orchestrator's submit steps 5-6 for consumer `c` (id `cid`) on `producers`, as
@@ -121,6 +137,46 @@ fn complete_failed(p: &SlotCore, c: &SlotCore, cid: SlotId, m: &StdArc<str>) -> 
     won
 }
 
+// The threads of the models. Each clones the slots it uses on the spawning thread (producers
+// first, then the consumer) and runs one of the protocol steps above on a new loom thread.
+
+/// A thread running `submit` of consumer `c` (id `cid`) on `producers`.
+fn spawn_submit(
+    c: &Arc<SlotCore>,
+    cid: SlotId,
+    producers: &[(&Arc<SlotCore>, SlotId)],
+) -> JoinHandle<(Publish, bool)> {
+    let ps: Vec<(Arc<SlotCore>, SlotId)> =
+        producers.iter().map(|&(p, id)| (p.clone(), id)).collect();
+    let c = c.clone();
+    // The closure names `c` before the producers, and drops what it captured in that order:
+    // loom explores each Arc drop, so `c` must go first, then each producer, as it always did.
+    thread::spawn(move || {
+        submit(
+            &c,
+            cid,
+            &ps.iter().map(|(p, id)| (&**p, *id)).collect::<Vec<_>>(),
+        )
+    })
+}
+
+/// A thread running `complete_ok` of producer `p` with consumer `c` (id `cid`).
+fn spawn_complete_ok(p: &Arc<SlotCore>, c: &Arc<SlotCore>, cid: SlotId) -> JoinHandle<usize> {
+    let (p, c) = (p.clone(), c.clone());
+    thread::spawn(move || complete_ok(&p, &c, cid))
+}
+
+/// A thread running `complete_failed` of producer `p` with `m`, consumer `c` (id `cid`).
+fn spawn_complete_failed(
+    p: &Arc<SlotCore>,
+    c: &Arc<SlotCore>,
+    cid: SlotId,
+    m: &StdArc<str>,
+) -> JoinHandle<usize> {
+    let (p, c, m) = (p.clone(), c.clone(), m.clone());
+    thread::spawn(move || complete_failed(&p, &c, cid, &m))
+}
+
 // ---------------------------------------------------------------------------------------
 // 1. BUILDING publication vs concurrent producer completion.
 // ---------------------------------------------------------------------------------------
@@ -136,14 +192,8 @@ fn publication_vs_one_producer_completion() {
         let p = running(P);
         let c = Arc::new(SlotCore::default());
 
-        let a = {
-            let (p, c) = (p.clone(), c.clone());
-            thread::spawn(move || submit(&c, C, &[(&p, P)]))
-        };
-        let b = {
-            let (p, c) = (p.clone(), c.clone());
-            thread::spawn(move || complete_ok(&p, &c, C))
-        };
+        let a = spawn_submit(&c, C, &[(&p, P)]);
+        let b = spawn_complete_ok(&p, &c, C);
         let (publish, propagated) = a.join().unwrap();
         let released = b.join().unwrap();
 
@@ -173,18 +223,9 @@ fn publication_vs_two_producer_completions() {
         let p2 = running(P2);
         let c = Arc::new(SlotCore::default());
 
-        let a = {
-            let (p1, p2, c) = (p1.clone(), p2.clone(), c.clone());
-            thread::spawn(move || submit(&c, C, &[(&p1, P1), (&p2, P2)]))
-        };
-        let b1 = {
-            let (p1, c) = (p1.clone(), c.clone());
-            thread::spawn(move || complete_ok(&p1, &c, C))
-        };
-        let b2 = {
-            let (p2, c) = (p2.clone(), c.clone());
-            thread::spawn(move || complete_ok(&p2, &c, C))
-        };
+        let a = spawn_submit(&c, C, &[(&p1, P1), (&p2, P2)]);
+        let b1 = spawn_complete_ok(&p1, &c, C);
+        let b2 = spawn_complete_ok(&p2, &c, C);
         let (publish, propagated) = a.join().unwrap();
         let r1 = b1.join().unwrap();
         let r2 = b2.join().unwrap();
@@ -214,14 +255,8 @@ fn failure_claim_vs_publication() {
         let c = Arc::new(SlotCore::default());
         let m = msg("boom");
 
-        let a = {
-            let (p, c) = (p.clone(), c.clone());
-            thread::spawn(move || submit(&c, C, &[(&p, P)]))
-        };
-        let b = {
-            let (p, c, m) = (p.clone(), c.clone(), m.clone());
-            thread::spawn(move || complete_failed(&p, &c, C, &m))
-        };
+        let a = spawn_submit(&c, C, &[(&p, P)]);
+        let b = spawn_complete_failed(&p, &c, C, &m);
         let (publish, a_propagated) = a.join().unwrap();
         let b_won = b.join().unwrap();
 
@@ -254,18 +289,9 @@ fn failure_claim_vs_publication_and_release() {
         let c = Arc::new(SlotCore::default());
         let m = msg("boom");
 
-        let a = {
-            let (p1, p2, c) = (p1.clone(), p2.clone(), c.clone());
-            thread::spawn(move || submit(&c, C, &[(&p1, P1), (&p2, P2)]))
-        };
-        let b1 = {
-            let (p1, c, m) = (p1.clone(), c.clone(), m.clone());
-            thread::spawn(move || complete_failed(&p1, &c, C, &m))
-        };
-        let b2 = {
-            let (p2, c) = (p2.clone(), c.clone());
-            thread::spawn(move || complete_ok(&p2, &c, C))
-        };
+        let a = spawn_submit(&c, C, &[(&p1, P1), (&p2, P2)]);
+        let b1 = spawn_complete_failed(&p1, &c, C, &m);
+        let b2 = spawn_complete_ok(&p2, &c, C);
         let (publish, a_propagated) = a.join().unwrap();
         let b1_won = b1.join().unwrap();
         let b2_enqueued = b2.join().unwrap();
@@ -291,9 +317,7 @@ fn failure_claim_vs_publication_and_release() {
 fn failure_claim_vs_dispatch_claim() {
     model(EXHAUSTIVE, || {
         const C: SlotId = 7;
-        let c = Arc::new(SlotCore::default());
-        c.begin_building(C);
-        assert_eq!(c.publish(0), Publish::Ready);
+        let c = ready(C);
         let m = msg("boom");
 
         let a = {
@@ -371,6 +395,12 @@ fn release_held(p: &SlotCore) -> bool {
     p.release_ref()
 }
 
+/// A thread running `release_held` on `p`.
+fn spawn_release_held(p: &Arc<SlotCore>) -> JoinHandle<bool> {
+    let p = p.clone();
+    thread::spawn(move || release_held(&p))
+}
+
 /// A COMPLETED slot with two retaining consumers (fanout_total 2) and its self-release still
 /// due: three threads release once each; exactly one consumes it.
 #[test]
@@ -384,12 +414,7 @@ fn threshold_three_releases() {
         p.finish(None, &mut edges);
         assert_eq!(edges.len(), 2);
 
-        let hs: Vec<_> = (0..3)
-            .map(|_| {
-                let p = p.clone();
-                thread::spawn(move || release_held(&p))
-            })
-            .collect();
+        let hs: Vec<_> = (0..3).map(|_| spawn_release_held(&p)).collect();
         let consumed = hs.into_iter().map(|h| h.join().unwrap()).filter(|&x| x);
         assert_eq!(consumed.count(), 1);
         assert_eq!(p.state(), CONSUMED);
@@ -419,14 +444,8 @@ fn threshold_releases_vs_finish() {
                 release_held(&p)
             })
         };
-        let b = {
-            let p = p.clone();
-            thread::spawn(move || release_held(&p))
-        };
-        let s = {
-            let p = p.clone();
-            thread::spawn(move || release_held(&p))
-        };
+        let b = spawn_release_held(&p);
+        let s = spawn_release_held(&p);
         let n = [a, b, s]
             .into_iter()
             .map(|h| h.join().unwrap())
@@ -443,19 +462,10 @@ fn threshold_releases_vs_finish() {
 fn threshold_synthetic_scope_vs_consumer() {
     model(EXHAUSTIVE, || {
         const P: SlotId = 1;
-        let p = Arc::new(SlotCore::default());
-        p.begin_building(P);
-        p.complete_synthetic(1);
-        assert_eq!(p.attach(P, 2, true), Attach::Done);
+        let p = synthetic(P, 1);
 
-        let a = {
-            let p = p.clone();
-            thread::spawn(move || release_held(&p))
-        };
-        let b = {
-            let p = p.clone();
-            thread::spawn(move || release_held(&p))
-        };
+        let a = spawn_release_held(&p);
+        let b = spawn_release_held(&p);
         let n = usize::from(a.join().unwrap()) + usize::from(b.join().unwrap());
         assert_eq!(n, 1);
         assert_eq!(p.state(), CONSUMED);
@@ -470,10 +480,7 @@ fn threshold_synthetic_scope_vs_consumer() {
 fn threshold_synthetic_attach_vs_release() {
     model(EXHAUSTIVE, || {
         const P: SlotId = 1;
-        let p = Arc::new(SlotCore::default());
-        p.begin_building(P);
-        p.complete_synthetic(0);
-        assert_eq!(p.attach(P, 2, true), Attach::Done);
+        let p = synthetic(P, 0);
 
         let a = {
             let p = p.clone();
@@ -483,10 +490,7 @@ fn threshold_synthetic_attach_vs_release() {
                 other => panic!("attach on a synthetic slot: {other:?}"),
             })
         };
-        let b = {
-            let p = p.clone();
-            thread::spawn(move || release_held(&p))
-        };
+        let b = spawn_release_held(&p);
         let n = usize::from(a.join().unwrap()) + usize::from(b.join().unwrap());
         assert_eq!(n, 1);
         assert_eq!(p.state(), CONSUMED);
@@ -512,14 +516,8 @@ fn one_pending_to_ready_with_two_producers() {
         assert_eq!(publish, Publish::Pending);
         assert_eq!(c.state(), PENDING);
 
-        let b1 = {
-            let (p1, c) = (p1.clone(), c.clone());
-            thread::spawn(move || complete_ok(&p1, &c, C))
-        };
-        let b2 = {
-            let (p2, c) = (p2.clone(), c.clone());
-            thread::spawn(move || complete_ok(&p2, &c, C))
-        };
+        let b1 = spawn_complete_ok(&p1, &c, C);
+        let b2 = spawn_complete_ok(&p2, &c, C);
         let n = b1.join().unwrap() + b2.join().unwrap();
         assert_eq!(n, 1);
         assert_eq!(c.state(), READY);
@@ -557,10 +555,7 @@ fn stale_release_vs_slot_reuse() {
         );
         c.free();
 
-        let a = {
-            let (p2, c) = (p2.clone(), c.clone());
-            thread::spawn(move || submit(&c, NEW, &[(&p2, P2)]))
-        };
+        let a = spawn_submit(&c, NEW, &[(&p2, P2)]);
         let b = {
             let (p1, c) = (p1.clone(), c.clone());
             thread::spawn(move || {

@@ -13,6 +13,24 @@ use dagrt::error::Status;
 use dagrt::task::{TaskHandle, Tensor};
 use std::ffi::c_void;
 
+/// `dagrt_args_add_dep` (retaining) or `dagrt_args_add_dep_wait` of `h` on builder `bp`.
+pub(crate) fn args_add_dep(bp: *mut dagrt_args_t, h: TaskHandle, wait: bool) -> Status {
+    if wait {
+        ca::dagrt_args_add_dep_wait(bp, h)
+    } else {
+        ca::dagrt_args_add_dep(bp, h)
+    }
+}
+
+/// The description of that call on builder `bn`.
+pub(crate) fn add_dep_desc(bn: &str, h: &TaskHandle, wait: bool) -> String {
+    format!(
+        "dagrt_args_add_dep{}({bn}, {})",
+        if wait { "_wait" } else { "" },
+        fmt_handle(h)
+    )
+}
+
 impl Fz {
     /// A valid tensor view: a host buffer range, a heap buffer of the run, an
     /// auto-allocated OUTPUT, or a zero-extent view.
@@ -240,18 +258,21 @@ impl Fz {
                 t.strides = [0; 5];
                 Status::InvalidArgument
             }
-            _ => {
-                // an auto-allocated OUTPUT that can never fit in a ring
-                t.data = std::ptr::null_mut();
-                t.tag = 1;
-                t.offset = 0;
-                t.ndim = 1;
-                t.dtype = 0;
-                t.shape = [ring + 1 + self.rng.below(4096), 0, 0, 0, 0];
-                t.strides = [0; 5];
-                Status::HeapExhausted
-            }
+            _ => self.unfittable_auto(t, ring),
         }
+    }
+
+    /// Make `t` an auto-allocated OUTPUT that can never fit in a ring of `ring` bytes: returns
+    /// the status that must produce.
+    pub(crate) fn unfittable_auto(&mut self, t: &mut Tensor, ring: u64) -> Status {
+        t.data = std::ptr::null_mut();
+        t.tag = 1;
+        t.offset = 0;
+        t.ndim = 1;
+        t.dtype = 0;
+        t.shape = [ring + 1 + self.rng.below(4096), 0, 0, 0, 0];
+        t.strides = [0; 5];
+        Status::HeapExhausted
     }
 
     pub(crate) fn pick_callable(&mut self, kind: u32) -> Option<(usize, usize, Callable)> {
@@ -269,13 +290,17 @@ impl Fz {
         }
     }
 
-    pub(crate) fn pick_gate(&mut self) -> Option<usize> {
-        let used: Vec<usize> = self
-            .nodes
+    /// The closed gates tasks wait on (one entry per such task).
+    pub(crate) fn gates_in_use(&self) -> Vec<usize> {
+        self.nodes
             .iter()
             .filter_map(|n| n.task.as_ref().and_then(|t| t.gate))
             .filter(|&g| !self.gates[g])
-            .collect();
+            .collect()
+    }
+
+    pub(crate) fn pick_gate(&mut self) -> Option<usize> {
+        let used = self.gates_in_use();
         if !used.is_empty() && self.rng.pct(60) {
             return Some(self.rng.pick(&used));
         }
@@ -417,12 +442,7 @@ impl Fz {
             self.call(Th::Main, "dagrt_args_new(&a)".into(), &[Status::Ok], || {
                 ca::dagrt_args_new(op)
             })?;
-            self.builders.push(Builder {
-                ptr: out,
-                tensors: Vec::new(),
-                scalars: Vec::new(),
-                deps: Vec::new(),
-            });
+            self.builders.push(Builder::new(out));
         }
         Ok(m)
     }
@@ -443,19 +463,9 @@ impl Fz {
                 let wait = d.kind == 1;
                 fz.call(
                     Th::Main,
-                    format!(
-                        "dagrt_args_add_dep{}(a{bi}, {})",
-                        if wait { "_wait" } else { "" },
-                        fmt_handle(&h)
-                    ),
+                    add_dep_desc(&format!("a{bi}"), &h, wait),
                     &[Status::Ok],
-                    || {
-                        if wait {
-                            ca::dagrt_args_add_dep_wait(bp, h)
-                        } else {
-                            ca::dagrt_args_add_dep(bp, h)
-                        }
-                    },
+                    || args_add_dep(bp, h, wait),
                 )?;
             }
             Ok(())

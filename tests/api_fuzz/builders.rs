@@ -1,7 +1,8 @@
 //! The args builder and the tensor initialisers fuzzed on their own, outside a submit.
 
-use crate::ffi::hash_tensors;
-use crate::format::{fmt_handle, fmt_tensor};
+use crate::args::{add_dep_desc, args_add_dep};
+use crate::ffi::{hash_tensors, null_or_ok, ok_if_none, out_arg, out_ptr};
+use crate::format::fmt_tensor;
 use crate::fuzzer::Fz;
 use crate::model::{Builder, Th, HOST_BASE, HOST_BUFS, HOST_STRIDE, R};
 use dagrt::capi::args::{self as ca, dagrt_args_t};
@@ -38,9 +39,7 @@ impl Fz {
         if ndim > 5 {
             exp.push(Status::InvalidArgument);
         }
-        if exp.is_empty() {
-            exp.push(Status::Ok);
-        }
+        ok_if_none(&mut exp);
         let sentinel = Tensor {
             data: 0x77usize as *mut c_void,
             offset: 77,
@@ -52,11 +51,7 @@ impl Fz {
             strides: [77; 5],
         };
         let mut out = sentinel;
-        let outp: *mut Tensor = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut out
-        };
+        let outp = out_ptr(null_out, &mut out);
         let shp: *const u64 = if null_shape {
             std::ptr::null()
         } else {
@@ -70,7 +65,7 @@ impl Fz {
         let desc = format!(
             "dagrt_tensor_init{}({}, {:#x}, dt{dtype}, nd{ndim}, {}, tag{tag})",
             if strided { "_strided" } else { "" },
-            if null_out { "NULL" } else { "&t" },
+            out_arg(null_out, "&t"),
             data as u64,
             if null_shape { "NULL" } else { "shape" }
         );
@@ -82,11 +77,8 @@ impl Fz {
             }
         })?;
         if st != Status::Ok {
-            return self.check(
-                out.offset == 77 && out.ndim == 77,
-                "dagrt_tensor_init wrote out on failure",
-                || "out-parameter written on failure".into(),
-            );
+            return self
+                .check_out_untouched(out.offset == 77 && out.ndim == 77, "dagrt_tensor_init");
         }
         let nd = ndim as usize;
         let mut ws = [0u64; 5];
@@ -115,19 +107,11 @@ impl Fz {
             let null_out = self.rng.pct(8);
             let sentinel = 0xB1D0usize as *mut dagrt_args_t;
             let mut out = sentinel;
-            let op: *mut *mut dagrt_args_t = if null_out {
-                std::ptr::null_mut()
-            } else {
-                &mut out
-            };
-            let exp = if null_out {
-                vec![Status::NullPointer]
-            } else {
-                vec![Status::Ok]
-            };
+            let op = out_ptr(null_out, &mut out);
+            let exp = null_or_ok(null_out);
             let st = self.call(
                 Th::Main,
-                format!("dagrt_args_new({})", if null_out { "NULL" } else { "&a" }),
+                format!("dagrt_args_new({})", out_arg(null_out, "&a")),
                 &exp,
                 || ca::dagrt_args_new(op),
             )?;
@@ -137,18 +121,9 @@ impl Fz {
                     "dagrt_args_new result",
                     || "no builder returned".into(),
                 )?;
-                self.builders.push(Builder {
-                    ptr: out,
-                    tensors: Vec::new(),
-                    scalars: Vec::new(),
-                    deps: Vec::new(),
-                });
+                self.builders.push(Builder::new(out));
             } else {
-                self.check(
-                    out == sentinel,
-                    "dagrt_args_new wrote out on failure",
-                    || "out-parameter written on failure".into(),
-                )?;
+                self.check_out_untouched(out == sentinel, "dagrt_args_new")?;
             }
             return Ok(());
         }
@@ -179,11 +154,7 @@ impl Fz {
         let op = self.rng.below(8);
         match op {
             0 => {
-                let exp = if null_b {
-                    vec![Status::NullPointer]
-                } else {
-                    vec![Status::Ok]
-                };
+                let exp = null_or_ok(null_b);
                 let st = self.call(Th::Main, format!("dagrt_args_clear({bn})"), &exp, || {
                     ca::dagrt_args_clear(bp)
                 })?;
@@ -198,11 +169,7 @@ impl Fz {
                 let null_t = self.rng.pct(8);
                 let t = self.any_tensor();
                 let tp: *const Tensor = if null_t { std::ptr::null() } else { &t };
-                let exp = if null_b || null_t {
-                    vec![Status::NullPointer]
-                } else {
-                    vec![Status::Ok]
-                };
+                let exp = null_or_ok(null_b || null_t);
                 let st = self.call(
                     Th::Main,
                     format!(
@@ -222,11 +189,7 @@ impl Fz {
             }
             2 => {
                 let v = self.rng.next();
-                let exp = if null_b {
-                    vec![Status::NullPointer]
-                } else {
-                    vec![Status::Ok]
-                };
+                let exp = null_or_ok(null_b);
                 let st = self.call(
                     Th::Main,
                     format!("dagrt_args_add_scalar({bn}, {v:#x})"),
@@ -240,27 +203,10 @@ impl Fz {
             3 | 4 => {
                 let h = self.any_handle();
                 let wait = op == 4;
-                let exp = if null_b {
-                    vec![Status::NullPointer]
-                } else {
-                    vec![Status::Ok]
-                };
-                let st = self.call(
-                    Th::Main,
-                    format!(
-                        "dagrt_args_add_dep{}({bn}, {})",
-                        if wait { "_wait" } else { "" },
-                        fmt_handle(&h)
-                    ),
-                    &exp,
-                    || {
-                        if wait {
-                            ca::dagrt_args_add_dep_wait(bp, h)
-                        } else {
-                            ca::dagrt_args_add_dep(bp, h)
-                        }
-                    },
-                )?;
+                let exp = null_or_ok(null_b);
+                let st = self.call(Th::Main, add_dep_desc(&bn, &h, wait), &exp, || {
+                    args_add_dep(bp, h, wait)
+                })?;
                 if st == Status::Ok {
                     self.builders[bi].deps.push(Dep {
                         handle: h,
@@ -280,22 +226,11 @@ impl Fz {
                     num_deps: 77,
                     reserved: 77,
                 };
-                let vp: *mut TaskArgs = if null_out {
-                    std::ptr::null_mut()
-                } else {
-                    &mut v
-                };
-                let exp = if null_b || null_out {
-                    vec![Status::NullPointer]
-                } else {
-                    vec![Status::Ok]
-                };
+                let vp = out_ptr(null_out, &mut v);
+                let exp = null_or_ok(null_b || null_out);
                 let st = self.call(
                     Th::Main,
-                    format!(
-                        "dagrt_args_view({bn}, {})",
-                        if null_out { "NULL" } else { "&v" }
-                    ),
+                    format!("dagrt_args_view({bn}, {})", out_arg(null_out, "&v")),
                     &exp,
                     || ca::dagrt_args_view(bp, vp),
                 )?;
@@ -312,11 +247,7 @@ impl Fz {
                         )
                     })?;
                 } else {
-                    self.check(
-                        v.num_tensors == 77,
-                        "dagrt_args_view wrote out on failure",
-                        || "out-parameter written on failure".into(),
-                    )?;
+                    self.check_out_untouched(v.num_tensors == 77, "dagrt_args_view")?;
                 }
             }
             _ => {
@@ -337,11 +268,7 @@ impl Fz {
                     shape: [99; 5],
                     strides: [99; 5],
                 };
-                let tp: *mut Tensor = if null_out {
-                    std::ptr::null_mut()
-                } else {
-                    &mut t
-                };
+                let tp = out_ptr(null_out, &mut t);
                 let mut exp = Vec::new();
                 if null_b || null_out {
                     exp.push(Status::NullPointer);
@@ -349,14 +276,12 @@ impl Fz {
                 if !null_b && idx >= n {
                     exp.push(Status::InvalidArgument);
                 }
-                if exp.is_empty() {
-                    exp.push(Status::Ok);
-                }
+                ok_if_none(&mut exp);
                 let st = self.call(
                     Th::Main,
                     format!(
                         "dagrt_args_get_tensor({bn}, {idx}, {})",
-                        if null_out { "NULL" } else { "&t" }
+                        out_arg(null_out, "&t")
                     ),
                     &exp,
                     || ca::dagrt_args_get_tensor(bp, idx, tp),
@@ -369,11 +294,7 @@ impl Fz {
                         || format!("got {} expected {}", fmt_tensor(&t), fmt_tensor(&m)),
                     )?;
                 } else {
-                    self.check(
-                        t.offset == 99,
-                        "dagrt_args_get_tensor wrote out on failure",
-                        || "out-parameter written on failure".into(),
-                    )?;
+                    self.check_out_untouched(t.offset == 99, "dagrt_args_get_tensor")?;
                 }
             }
         }

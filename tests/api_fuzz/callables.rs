@@ -1,7 +1,7 @@
 //! Callable registration and the process-wide registry it has to agree with.
 
 use crate::executors::{user_ptr, EXECS};
-use crate::ffi::sname;
+use crate::ffi::{out_arg, out_ptr, sname};
 use crate::fuzzer::Fz;
 use crate::model::{binding, Th, NAMES, NSS, R, REGISTRY};
 use dagrt::callable::Callable;
@@ -128,11 +128,7 @@ impl Fz {
             ns: 77,
         };
         let mut out = sentinel;
-        let outp: *mut Callable = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut out
-        };
+        let outp = out_ptr(null_out, &mut out);
         let exec: cc_exec::ExecutorFn = if null_exec { None } else { Some(EXECS[ex]) };
         let user = user_ptr(us);
         let th = if self.rng.pct(10) {
@@ -148,18 +144,14 @@ impl Fz {
                 format!("exec{ex}")
             },
             ["&U0", "&U1", "NULL"][us],
-            if null_out { "NULL" } else { "&c" }
+            out_arg(null_out, "&c")
         );
         let nsu = ns;
         let st = self.call(th, desc, &exp, move || {
             cc::dagrt_register_callable(namep, nsu, kind, exec, user, outp)
         })?;
         if st != Status::Ok {
-            return self.check(
-                out == sentinel,
-                "dagrt_register_callable wrote out on failure",
-                || "out-parameter written on failure".into(),
-            );
+            return self.check_out_untouched(out == sentinel, "dagrt_register_callable");
         }
         self.check(
             out.kind == kind && out.ns == ns,

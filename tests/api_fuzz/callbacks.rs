@@ -3,7 +3,7 @@
 
 use crate::ffi::last_error;
 use crate::fuzzer::Fz;
-use crate::model::{Abort, RunM, Th, WState, R};
+use crate::model::{Abort, Th, WState, R};
 use crate::workers::worker_label;
 use dagrt::capi::orch as co;
 use dagrt::capi::worker::{self as cw, dagrt_orch_t};
@@ -257,25 +257,7 @@ impl Fz {
 
     fn callback_body(&mut self, c: &mut CbCtx, orch: *mut dagrt_orch_t) -> R {
         let wi = c.wi;
-        let f = self.new_frame();
-        let ri = self.runs.len();
-        self.runs.push(RunM {
-            worker: wi,
-            id: None,
-            builder: Th::Main,
-            frames: vec![f],
-            closed: false,
-            failed: None,
-            released: false,
-            gone: false,
-            nodes: Vec::new(),
-            tmap: Vec::new(),
-            stale: Vec::new(),
-            done_seen: false,
-            checked: false,
-            no_gates: c.run_mode,
-        });
-        self.workers[wi].open = Some(ri);
+        let ri = self.open_run(wi, None, Th::Main, c.run_mode);
         if self.workers[wi].orch.is_null() {
             self.workers[wi].orch = orch;
         }

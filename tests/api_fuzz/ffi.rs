@@ -33,6 +33,40 @@ pub(crate) fn short(s: Status) -> &'static str {
     sname(s).trim_start_matches("DAGRT_STATUS_")
 }
 
+/// An out-parameter as a call gets it: NULL, or the address of `v`.
+pub(crate) fn out_ptr<T>(null: bool, v: &mut T) -> *mut T {
+    if null {
+        std::ptr::null_mut()
+    } else {
+        v
+    }
+}
+
+/// An out-parameter as a call's description shows it: `NULL`, or `name`.
+pub(crate) fn out_arg(null: bool, name: &'static str) -> &'static str {
+    if null {
+        "NULL"
+    } else {
+        name
+    }
+}
+
+/// The statuses of a call whose only possible defect is a NULL pointer.
+pub(crate) fn null_or_ok(null: bool) -> Vec<Status> {
+    if null {
+        vec![Status::NullPointer]
+    } else {
+        vec![Status::Ok]
+    }
+}
+
+/// The statuses a call may return: those of its defects, or OK when it has none.
+pub(crate) fn ok_if_none(exp: &mut Vec<Status>) {
+    if exp.is_empty() {
+        exp.push(Status::Ok);
+    }
+}
+
 pub(crate) fn cstr(p: *const c_char) -> String {
     if p.is_null() {
         return "<NULL>".into();

@@ -137,6 +137,13 @@ impl Fz {
         }
     }
 
+    /// A failed call `fname` must leave its out-parameters as they were (`untouched`).
+    pub(crate) fn check_out_untouched(&mut self, untouched: bool, fname: &str) -> R {
+        self.check(untouched, &format!("{fname} wrote out on failure"), || {
+            "out-parameter written on failure".into()
+        })
+    }
+
     // ----- calls
 
     fn run_on<T>(&self, th: Th, f: impl FnOnce() -> T) -> T {

@@ -1,11 +1,9 @@
 //! Runtime memory: TensorMap entries of reclaimed memory, heap-ring placement, and
 //! dagrt_alloc.
 
-use crate::ffi::{align1024, esize};
-use crate::format::fmt_handle;
+use crate::ffi::{align1024, esize, out_arg, out_ptr};
 use crate::fuzzer::Fz;
-use crate::model::{FState, HeapBuf, NodeM, Pred, R};
-use crate::orch::OState;
+use crate::model::{FState, HeapBuf, NodeM, R};
 use dagrt::capi::orch as co;
 use dagrt::error::Status;
 use dagrt::task::TaskHandle;
@@ -81,16 +79,25 @@ impl Fz {
         Ok(())
     }
 
+    /// The base of ring `r` of worker `w`; until it is known, learnt from a buffer the ring
+    /// model placed at offset `start` and the engine at address `addr`.
+    pub(crate) fn ring_base(&mut self, w: usize, r: usize, addr: u64, start: u64) -> R<u64> {
+        match self.workers[w].base[r] {
+            Some(b) => Ok(b),
+            None => {
+                let b = addr.wrapping_sub(start % self.workers[w].ring_size());
+                self.learn_base(w, r, b)?;
+                Ok(b)
+            }
+        }
+    }
+
     pub(crate) fn op_alloc(&mut self) -> R {
         if self.next_rec >= self.rec.nodes.len() {
             return Ok(());
         }
         let oc = self.orch_ctx();
-        let ri = if let OState::Ready(r) = oc.st {
-            Some(r)
-        } else {
-            None
-        };
+        let ri = oc.ready_run();
         let wi = oc.wi;
         let ring = wi.map_or(1 << 30, |w| self.workers[w].ring_size());
         let r = self.rng.below(100);
@@ -159,58 +166,22 @@ impl Fz {
         let aligned = align1024(bytes);
         let null_handle = self.rng.pct(20);
         let rec = self.next_rec;
-        let mut exp = pre.clone();
-        let mut lv = None;
-        let mut start = 0;
         let depth = ri.map_or(1, |r| self.runs[r].frames.len());
         let ring_i = (depth - 1).min(3);
-        if let OState::Ready(_) = oc.st {
-            exp.extend(dset.iter().copied());
-            if exp.is_empty() {
-                let w = wi.expect("ready on a worker");
-                let l = self.live(w);
-                let slot = self.predict_slot(w, &l)?;
-                let heap = if !matches!(slot, Pred::MustFail) {
-                    let (p, s) = self.predict_heap(w, ring_i, aligned, &l)?;
-                    start = s;
-                    p
-                } else {
-                    start = self.predict_heap_start(w, ring_i, aligned);
-                    Pred::MustOk
-                };
-                if (matches!(slot, Pred::MustFail) || matches!(heap, Pred::MustFail))
-                    && self.rng.pct(85)
-                {
-                    self.log(format!("#{:<4}      (skipped an alloc the model says must fail with back-pressure)", self.step));
-                    return Ok(());
-                }
-                exp = Self::resource_statuses(&slot, &heap);
-                lv = Some(l);
-            }
-        } else {
-            exp.extend(Self::state_statuses(oc.st));
-            if matches!(oc.st, OState::Null) {
-                exp.extend(dset.iter().copied());
-            }
-        }
-        exp.sort_by_key(|s| *s as i32);
-        exp.dedup();
+        // `aligned` is not 0 for an alloc without defects (its shape has no zero extent).
+        let Some((exp, lv, start)) =
+            self.predict_call(&oc, &pre, &dset, ring_i, aligned, "an alloc")?
+        else {
+            return Ok(());
+        };
         let sentinel = 0xA110_C000usize as *mut c_void;
         let mut p = sentinel;
-        let pp: *mut *mut c_void = if null_ptr {
-            std::ptr::null_mut()
-        } else {
-            &mut p
-        };
+        let pp = out_ptr(null_ptr, &mut p);
         let mut h = TaskHandle {
             run_id: 0xDEAD,
             slot: 0xBEEF,
         };
-        let hp: *mut TaskHandle = if null_handle {
-            std::ptr::null_mut()
-        } else {
-            &mut h
-        };
+        let hp = out_ptr(null_handle, &mut h);
         let sp: *const u64 = if null_shape {
             std::ptr::null()
         } else {
@@ -225,8 +196,8 @@ impl Fz {
             } else {
                 format!("{:?}", &shape[..(ndim as usize).min(8)])
             },
-            if null_ptr { "NULL" } else { "&p" },
-            if null_handle { "NULL" } else { "&h" }
+            out_arg(null_ptr, "&p"),
+            out_arg(null_handle, "&h")
         );
         let t0 = Instant::now();
         self.hint = self.slot_hint.take();
@@ -235,10 +206,9 @@ impl Fz {
         })?;
         let el = t0.elapsed();
         if st != Status::Ok {
-            self.check(
+            self.check_out_untouched(
                 p == sentinel && h.run_id == 0xDEAD && h.slot == 0xBEEF,
-                "dagrt_alloc wrote out on failure",
-                || "out-parameter written on failure".into(),
+                "dagrt_alloc",
             )?;
             if let (Some(w), Status::WindowFull | Status::HeapExhausted) = (wi, st) {
                 self.check_backpressure(w, st, el, dset.contains(&Status::HeapExhausted))?;
@@ -252,14 +222,7 @@ impl Fz {
         let node = self.nodes.len();
         let size = self.workers[w].ring_size();
         let ptr = p as u64;
-        let base = match self.workers[w].base[ring_i] {
-            Some(b) => b,
-            None => {
-                let b = ptr.wrapping_sub(start % size);
-                self.learn_base(w, ring_i, b)?;
-                b
-            }
-        };
+        let base = self.ring_base(w, ring_i, ptr, start)?;
         self.check(
             ptr == base + start % size && ptr % 1024 == 0,
             "dagrt_alloc address",
@@ -270,14 +233,8 @@ impl Fz {
                 )
             },
         )?;
-        let seq = self.workers[w].next_seq;
-        self.workers[w].next_seq += 1;
-        if !null_handle {
-            self.learn_run_id(ri, h.run_id)?;
-            self.check(h.slot >> 24 == seq, "slot id sequence", || {
-                format!("handle {}: sequence number {}, expected {seq} (one per successful submit/alloc)", fmt_handle(&h), h.slot >> 24)
-            })?;
-        }
+        let handle = (!null_handle).then_some(h);
+        let seq = self.take_seq(w, ri, handle)?;
         let rm = &mut self.workers[w].rings[ring_i];
         rm.res.push((start, start + aligned, node));
         rm.top = start + aligned;
@@ -300,17 +257,14 @@ impl Fz {
             rec,
             seq,
             reads: Vec::new(),
-            handle: if null_handle { None } else { Some(h) },
+            handle,
             frame,
             producers: Vec::new(),
             task: None,
             fstate: FState::Normal,
         });
         self.runs[ri].nodes.push(node);
-        if !null_handle {
-            self.handles.push((h, node));
-            self.hmap.insert((h.run_id, h.slot), node);
-        }
+        self.add_handle(handle, node);
         Ok(())
     }
 }

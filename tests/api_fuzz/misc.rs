@@ -1,7 +1,7 @@
 //! The small calls outside a run's life (status strings, version, config defaults, NULL
 //! frees, trace calls that must fail, the log hook): none may touch the last error.
 
-use crate::ffi::{cstr, last_error};
+use crate::ffi::{cstr, last_error, null_or_ok, out_arg, out_ptr};
 use crate::fuzzer::Fz;
 use crate::model::{Th, WState, R};
 use dagrt::capi::args as ca;
@@ -41,22 +41,11 @@ impl Fz {
                     task_window: 1,
                     timeout_ms: 1,
                 };
-                let cp: *mut WorkerConfig = if null_out {
-                    std::ptr::null_mut()
-                } else {
-                    &mut c
-                };
-                let exp = if null_out {
-                    vec![Status::NullPointer]
-                } else {
-                    vec![Status::Ok]
-                };
+                let cp = out_ptr(null_out, &mut c);
+                let exp = null_or_ok(null_out);
                 let st = self.call(
                     Th::Main,
-                    format!(
-                        "dagrt_worker_config_default({})",
-                        if null_out { "NULL" } else { "&c" }
-                    ),
+                    format!("dagrt_worker_config_default({})", out_arg(null_out, "&c")),
                     &exp,
                     || cw::dagrt_worker_config_default(cp),
                 )?;

@@ -168,6 +168,18 @@ pub(crate) struct Builder {
     pub(crate) deps: Vec<Dep>,
 }
 
+impl Builder {
+    /// The model of a builder `dagrt_args_new` just returned: empty.
+    pub(crate) fn new(ptr: *mut dagrt_args_t) -> Builder {
+        Builder {
+            ptr,
+            tensors: Vec::new(),
+            scalars: Vec::new(),
+            deps: Vec::new(),
+        }
+    }
+}
+
 /// Process-wide callable registry model: (name, ns, kind) -> (executor, user, identity).
 type RegKey = (String, u32, u32);
 pub(crate) static REGISTRY: Mutex<BTreeMap<RegKey, (usize, usize, Callable)>> =

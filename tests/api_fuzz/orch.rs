@@ -1,6 +1,8 @@
 //! The orchestrator as a call sees it (which worker, which thread, which run), handle
 //! classification, and beginning a run.
 
+use crate::ffi::{ok_if_none, out_arg, out_ptr};
+use crate::format::fmt_handle;
 use crate::fuzzer::Fz;
 use crate::model::{RunM, Th, WState, R};
 use dagrt::capi::orch as co;
@@ -27,6 +29,17 @@ pub(crate) struct OC {
     pub(crate) orch: *mut dagrt_orch_t,
     pub(crate) th: Th,
     pub(crate) st: OState,
+}
+
+impl OC {
+    /// The run this thread builds, if the call can go ahead in it.
+    pub(crate) fn ready_run(&self) -> Option<usize> {
+        if let OState::Ready(r) = self.st {
+            Some(r)
+        } else {
+            None
+        }
+    }
 }
 
 /// The tensors of one member as generated, and what the model needs to know about them.
@@ -220,22 +233,16 @@ impl Fz {
         if null_out {
             exp.push(Status::NullPointer);
         }
-        if exp.is_empty() {
-            exp.push(Status::Ok);
-        }
+        ok_if_none(&mut exp);
         let mut id: u64 = 0xDEAD_0001;
-        let idp: *mut u64 = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut id
-        };
+        let idp = out_ptr(null_out, &mut id);
         let orch = oc.orch;
         let st = self.call(
             oc.th,
             format!(
                 "dagrt_begin_run({}, {})",
                 Self::orch_name(&oc),
-                if null_out { "NULL" } else { "&run" }
+                out_arg(null_out, "&run")
             ),
             &exp,
             || co::dagrt_begin_run(orch, idp),
@@ -250,11 +257,7 @@ impl Fz {
                     || format!("WRONG_STATE message {msg:?} does not say the worker is closing"),
                 )?;
             }
-            return self.check(
-                id == 0xDEAD_0001,
-                "dagrt_begin_run wrote out on failure",
-                || "out-parameter written on failure".into(),
-            );
+            return self.check_out_untouched(id == 0xDEAD_0001, "dagrt_begin_run");
         }
         let wi = oc.wi.expect("begin on a worker");
         self.check(
@@ -266,12 +269,25 @@ impl Fz {
             "       (run {id} open, built by the {} thread)",
             if oc.th == Th::Main { "main" } else { "helper" }
         ));
+        self.open_run(wi, Some(id), oc.th, false);
+        Ok(())
+    }
+
+    /// A run opens on worker `wi`, built by thread `builder` (`no_gates`: its tasks are never
+    /// gated), with its outermost frame; `id` once the run's id is known. Returns the run.
+    pub(crate) fn open_run(
+        &mut self,
+        wi: usize,
+        id: Option<u64>,
+        builder: Th,
+        no_gates: bool,
+    ) -> usize {
         let f = self.new_frame();
         let ri = self.runs.len();
         self.runs.push(RunM {
             worker: wi,
-            id: Some(id),
-            builder: oc.th,
+            id,
+            builder,
             frames: vec![f],
             closed: false,
             failed: None,
@@ -282,11 +298,13 @@ impl Fz {
             stale: Vec::new(),
             done_seen: false,
             checked: false,
-            no_gates: false,
+            no_gates,
         });
-        self.run_by_id.insert(id, ri);
+        if let Some(id) = id {
+            self.run_by_id.insert(id, ri);
+        }
         self.workers[wi].open = Some(ri);
-        Ok(())
+        ri
     }
 
     pub(crate) fn learn_run_id(&mut self, ri: usize, id: u64) -> R {
@@ -305,6 +323,29 @@ impl Fz {
                 self.log(format!("       (the callback's run is run {id})"));
                 Ok(())
             }
+        }
+    }
+
+    /// A successful submit or alloc on worker `w` in run `ri` takes the worker's next
+    /// sequence number; its handle (None: the out-parameter was NULL) names the run and
+    /// carries that number. Returns the number.
+    pub(crate) fn take_seq(&mut self, w: usize, ri: usize, h: Option<TaskHandle>) -> R<u64> {
+        let seq = self.workers[w].next_seq;
+        self.workers[w].next_seq += 1;
+        if let Some(h) = h {
+            self.learn_run_id(ri, h.run_id)?;
+            self.check(h.slot >> 24 == seq, "slot id sequence", || {
+                format!("handle {}: sequence number {}, expected {seq} (one per successful submit/alloc)", fmt_handle(&h), h.slot >> 24)
+            })?;
+        }
+        Ok(seq)
+    }
+
+    /// Node `node`'s handle, if the call returned one, becomes a handle later calls may name.
+    pub(crate) fn add_handle(&mut self, h: Option<TaskHandle>, node: usize) {
+        if let Some(h) = h {
+            self.handles.push((h, node));
+            self.hmap.insert((h.run_id, h.slot), node);
         }
     }
 }

@@ -5,10 +5,15 @@ use crate::config::POLL_LIMIT;
 use crate::ffi::{last_error, short, sname};
 use crate::fuzzer::Fz;
 use crate::model::{FState, Live, Pred, R};
+use crate::orch::{OState, OC};
 use dagrt::capi::worker::{self as cw, WorkerStats};
 use dagrt::error::Status;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
+
+/// What `predict_call` expects of a submit or alloc: the statuses, the liveness they were
+/// predicted from (a call without defects in a ready run) and the reservation's ring offset.
+pub(crate) type CallPrediction = (Vec<Status>, Option<Live>, u64);
 
 impl Fz {
     // ----- model queries
@@ -291,6 +296,62 @@ impl Fz {
             return Ok(Pred::MustOk);
         }
         Ok(Pred::Maybe)
+    }
+
+    /// The statuses of a submit or an alloc (`what`, for the log) made through `oc`, with the
+    /// defects `pre` (found before the orchestrator's state) and `dset`, reserving `heap_bytes`
+    /// in ring `ring_i`: sorted, and for a call without defects in a ready run, with the
+    /// liveness they were predicted from and the ring offset of the reservation. None: the
+    /// model says the call must fail with back-pressure, and it is skipped (85% of the time).
+    pub(crate) fn predict_call(
+        &mut self,
+        oc: &OC,
+        pre: &[Status],
+        dset: &[Status],
+        ring_i: usize,
+        heap_bytes: u64,
+        what: &str,
+    ) -> R<Option<CallPrediction>> {
+        let mut exp = pre.to_vec();
+        let mut lv = None;
+        let mut start = 0;
+        if let OState::Ready(_) = oc.st {
+            exp.extend(dset.iter().copied());
+            if exp.is_empty() {
+                let w = oc.wi.expect("ready on a worker");
+                let l = self.live(w);
+                let slot = self.predict_slot(w, &l)?;
+                let heap = if heap_bytes > 0 && !matches!(slot, Pred::MustFail) {
+                    let (p, s) = self.predict_heap(w, ring_i, heap_bytes, &l)?;
+                    start = s;
+                    p
+                } else {
+                    if heap_bytes > 0 {
+                        start = self.predict_heap_start(w, ring_i, heap_bytes);
+                    }
+                    Pred::MustOk
+                };
+                if (matches!(slot, Pred::MustFail) || matches!(heap, Pred::MustFail))
+                    && self.rng.pct(85)
+                {
+                    self.log(format!(
+                        "#{:<4}      (skipped {what} the model says must fail with back-pressure)",
+                        self.step
+                    ));
+                    return Ok(None);
+                }
+                exp = Self::resource_statuses(&slot, &heap);
+                lv = Some(l);
+            }
+        } else {
+            exp.extend(Self::state_statuses(oc.st));
+            if matches!(oc.st, OState::Null) {
+                exp.extend(dset.iter().copied());
+            }
+        }
+        exp.sort_by_key(|s| *s as i32);
+        exp.dedup();
+        Ok(Some((exp, lv, start)))
     }
 
     /// The statuses a slot-claiming call (submit or alloc) may return, given the slot and

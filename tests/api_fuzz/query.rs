@@ -1,9 +1,10 @@
 //! Run queries (wait, wait_for, done, stats, release) on runs in any state.
 
 use crate::config::LONG_WAIT_MS;
-use crate::ffi::{sname, snames};
+use crate::ffi::{ok_if_none, out_arg, out_ptr, sname, snames};
 use crate::fuzzer::Fz;
 use crate::model::{Live, Th, WState, R};
+use crate::workers::worker_label;
 use dagrt::capi::run::{self as cr, RunStats};
 use dagrt::error::Status;
 
@@ -56,7 +57,7 @@ impl Fz {
             base.push(s);
         }
         let p = self.wptr(wi);
-        let wn = wi.map_or("NULL".into(), |w| format!("w{w}"));
+        let wn = worker_label(wi);
         let lv = ri.map(|r| self.live(self.runs[r].worker));
         let which = self.rng.below(100);
         match which {
@@ -88,28 +89,17 @@ impl Fz {
                 if null_out {
                     exp.push(Status::NullPointer);
                 }
-                if exp.is_empty() {
-                    exp.push(Status::Ok);
-                }
+                ok_if_none(&mut exp);
                 let mut done: u32 = 9;
-                let dp: *mut u32 = if null_out {
-                    std::ptr::null_mut()
-                } else {
-                    &mut done
-                };
+                let dp = out_ptr(null_out, &mut done);
                 let st = self.call(
                     th,
-                    format!(
-                        "dagrt_run_done({wn}, {id}, {})",
-                        if null_out { "NULL" } else { "&d" }
-                    ),
+                    format!("dagrt_run_done({wn}, {id}, {})", out_arg(null_out, "&d")),
                     &exp,
                     || cr::dagrt_run_done(p, id, dp),
                 )?;
                 if st != Status::Ok {
-                    return self.check(done == 9, "dagrt_run_done wrote out on failure", || {
-                        "out-parameter written on failure".into()
-                    });
+                    return self.check_out_untouched(done == 9, "dagrt_run_done");
                 }
                 let r = ri.expect("done on a run");
                 let l = lv.expect("liveness");
@@ -135,33 +125,20 @@ impl Fz {
                 if null_out {
                     exp.push(Status::NullPointer);
                 }
-                if exp.is_empty() {
-                    exp.push(Status::Ok);
-                }
+                ok_if_none(&mut exp);
                 let mut rs = RunStats {
                     completed: 77,
                     ..Default::default()
                 };
-                let rp: *mut RunStats = if null_out {
-                    std::ptr::null_mut()
-                } else {
-                    &mut rs
-                };
+                let rp = out_ptr(null_out, &mut rs);
                 let st = self.call(
                     th,
-                    format!(
-                        "dagrt_run_stats({wn}, {id}, {})",
-                        if null_out { "NULL" } else { "&s" }
-                    ),
+                    format!("dagrt_run_stats({wn}, {id}, {})", out_arg(null_out, "&s")),
                     &exp,
                     || cr::dagrt_run_stats(p, id, rp),
                 )?;
                 if st != Status::Ok {
-                    return self.check(
-                        rs.completed == 77,
-                        "dagrt_run_stats wrote out on failure",
-                        || "out-parameter written on failure".into(),
-                    );
+                    return self.check_out_untouched(rs.completed == 77, "dagrt_run_stats");
                 }
                 let r = ri.expect("stats on a run");
                 let l = lv.expect("liveness");
@@ -234,7 +211,7 @@ impl Fz {
     ) -> R {
         let null_out = self.rng.pct(6);
         let p = self.wptr(wi);
-        let wn = wi.map_or("NULL".into(), |w| format!("w{w}"));
+        let wn = worker_label(wi);
         let mut exp = base.clone();
         if null_out {
             exp.push(Status::NullPointer);
@@ -260,24 +237,18 @@ impl Fz {
         exp.sort_by_key(|s| *s as i32);
         exp.dedup();
         let mut done: u32 = 9;
-        let dp: *mut u32 = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut done
-        };
+        let dp = out_ptr(null_out, &mut done);
         let st = self.call(
             th,
             format!(
                 "dagrt_wait_run_for({wn}, {id}, {timeout} ms, {})",
-                if null_out { "NULL" } else { "&d" }
+                out_arg(null_out, "&d")
             ),
             &exp,
             || cr::dagrt_wait_run_for(p, id, timeout, dp),
         )?;
         let Some(r) = ri.filter(|_| !null_out && base.is_empty()) else {
-            return self.check(done == 9, "dagrt_wait_run_for wrote out on failure", || {
-                "out-parameter written on failure".into()
-            });
+            return self.check_out_untouched(done == 9, "dagrt_wait_run_for");
         };
         let sig = if want == Some(0) {
             self.undone_sig(r, lv.as_ref().expect("liveness"))

@@ -1,5 +1,6 @@
 //! Closing and failing a run's submission, and what the model concludes about its tasks.
 
+use crate::ffi::ok_if_none;
 use crate::fuzzer::Fz;
 use crate::model::{FState, R};
 use crate::orch::{OState, OC};
@@ -96,9 +97,7 @@ impl Fz {
             if let Some(s) = idst {
                 exp.push(s);
             }
-            if exp.is_empty() {
-                exp.push(Status::Ok);
-            }
+            ok_if_none(&mut exp);
         }
         let orch = oc.orch;
         let st = self.call(

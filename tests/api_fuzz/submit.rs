@@ -4,11 +4,11 @@ use crate::executors::{
     CFG_MAGIC, F_EXEC_SHIFT, F_GATED, F_GATE_SHIFT, F_MEMBER_SHIFT, F_PROBE, F_USER_SHIFT, MAGIC,
     MAXM,
 };
-use crate::ffi::{align1024, hash_tensors, hash_u64s, sname};
-use crate::format::{fmt_callable, fmt_dep, fmt_handle, fmt_tensor};
+use crate::ffi::{align1024, hash_tensors, hash_u64s, out_ptr, sname};
+use crate::format::{fmt_callable, fmt_dep, fmt_tensor};
 use crate::fuzzer::Fz;
-use crate::model::{EdgeM, FState, HeapBuf, NodeM, Pred, TaskM, Th, LANE_IDS, R};
-use crate::orch::{HClass, MemberSpec, OState, TInfo};
+use crate::model::{EdgeM, FState, HeapBuf, NodeM, TaskM, Th, LANE_IDS, R};
+use crate::orch::{HClass, MemberSpec, TInfo};
 use dagrt::callable::Callable;
 use dagrt::capi::args as ca;
 use dagrt::capi::orch as co;
@@ -23,11 +23,7 @@ impl Fz {
             return Ok(());
         }
         let oc = self.orch_ctx();
-        let ri = if let OState::Ready(r) = oc.st {
-            Some(r)
-        } else {
-            None
-        };
+        let ri = oc.ready_run();
         let wi = oc.wi;
         let (nl, nsub, ring) = wi.map_or((vec![0], 1, 1 << 30), |w| {
             (
@@ -297,18 +293,11 @@ impl Fz {
                     let (t, i) = self.gen_tensor(wi, ri, false);
                     let (mut t, mut i) = (t, i);
                     let s = if defect == 19 {
-                        t.data = std::ptr::null_mut();
-                        t.tag = 1;
-                        t.offset = 0;
-                        t.ndim = 1;
-                        t.dtype = 0;
-                        t.shape = [ring + 1 + self.rng.below(4096), 0, 0, 0, 0];
-                        t.strides = [0; 5];
                         i = TInfo {
                             range: None,
                             auto: None,
                         };
-                        Status::HeapExhausted
+                        self.unfittable_auto(&mut t, ring)
                     } else {
                         self.break_tensor(&mut t, &mut i, ring)
                     };
@@ -388,46 +377,14 @@ impl Fz {
         let cfg0 = if sub { 0 } else { cfg.map_or(0, |c| c.user[0]) };
 
         // expected statuses
-        let mut exp: Vec<Status> = pre.clone();
-        let mut lv = None;
-        let mut start = 0;
         let depth = ri.map_or(1, |r| self.runs[r].frames.len());
         let ring_i = (depth - 1).min(3);
-        if let OState::Ready(r) = oc.st {
-            exp.extend(dset.iter().copied());
-            if exp.is_empty() {
-                let w = wi.expect("ready on a worker");
-                let l = self.live(w);
-                let slot = self.predict_slot(w, &l)?;
-                let heap = if heap_bytes > 0 && !matches!(slot, Pred::MustFail) {
-                    let (p, s) = self.predict_heap(w, ring_i, heap_bytes, &l)?;
-                    start = s;
-                    p
-                } else {
-                    if heap_bytes > 0 {
-                        start = self.predict_heap_start(w, ring_i, heap_bytes);
-                    }
-                    Pred::MustOk
-                };
-                if (matches!(slot, Pred::MustFail) || matches!(heap, Pred::MustFail))
-                    && self.rng.pct(85)
-                {
-                    self.log(format!("#{:<4}      (skipped a submit the model says must fail with back-pressure)", self.step));
-                    self.rejected.push(rec);
-                    return Ok(());
-                }
-                exp = Self::resource_statuses(&slot, &heap);
-                lv = Some(l);
-                let _ = r;
-            }
-        } else {
-            exp.extend(Self::state_statuses(oc.st));
-            if matches!(oc.st, OState::Null) {
-                exp.extend(dset.iter().copied());
-            }
-        }
-        exp.sort_by_key(|s| *s as i32);
-        exp.dedup();
+        let Some((exp, lv, start)) =
+            self.predict_call(&oc, &pre, &dset, ring_i, heap_bytes, "a submit")?
+        else {
+            self.rejected.push(rec);
+            return Ok(());
+        };
 
         // the call
         let use_builder = self.rng.pct(25) && !matches!(defect, 10..=13 | 15);
@@ -505,11 +462,7 @@ impl Fz {
             run_id: 0xDEAD,
             slot: 0xBEEF,
         };
-        let outp: *mut TaskHandle = if out_null {
-            std::ptr::null_mut()
-        } else {
-            &mut out
-        };
+        let outp = out_ptr(out_null, &mut out);
         let orch = oc.orch;
         let target0 = targets.first().copied().unwrap_or(0);
         let cnt = count as u32;
@@ -662,14 +615,8 @@ impl Fz {
         let ri = ri.expect("submit succeeded with a run");
         let lv = lv.expect("liveness computed for a valid submit");
         let node = self.nodes.len();
-        let seq = self.workers[w].next_seq;
-        self.workers[w].next_seq += 1;
-        if !out_null {
-            self.learn_run_id(ri, out.run_id)?;
-            self.check(out.slot >> 24 == seq, "slot id sequence", || {
-                format!("handle {}: sequence number {}, expected {seq} (one per successful submit/alloc)", fmt_handle(&out), out.slot >> 24)
-            })?;
-        }
+        let handle = (!out_null).then_some(out);
+        let seq = self.take_seq(w, ri, handle)?;
         // heap placement
         let size = self.workers[w].ring_size();
         let mut cursor = 0u64;
@@ -681,14 +628,7 @@ impl Fz {
                 .find(|(_, o)| o.data.is_null() && o.tag == 1)
                 .map(|(f, _)| f.data as u64)
                 .filter(|&d| d != 0);
-            let base = match self.workers[w].base[ring_i] {
-                Some(b) => b,
-                None => {
-                    let b = first.unwrap_or(0).wrapping_sub(start % size);
-                    self.learn_base(w, ring_i, b)?;
-                    b
-                }
-            };
+            let base = self.ring_base(w, ring_i, first.unwrap_or(0), start)?;
             cursor = base + start % size;
             let ring_m = &mut self.workers[w].rings[ring_i];
             ring_m.res.push((start, start + heap_bytes, node));
@@ -792,7 +732,7 @@ impl Fz {
             rec,
             seq,
             reads,
-            handle: if out_null { None } else { Some(out) },
+            handle,
             frame,
             producers,
             task: Some(TaskM {
@@ -809,10 +749,7 @@ impl Fz {
         });
         self.runs[ri].nodes.push(node);
         self.totals.nodes += 1;
-        if !out_null {
-            self.handles.push((out, node));
-            self.hmap.insert((out.run_id, out.slot), node);
-        }
+        self.add_handle(handle, node);
         Ok(())
     }
 }

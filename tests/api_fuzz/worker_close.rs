@@ -1,6 +1,7 @@
 //! Closing and freeing workers, bounded or not, and what the model does with their runs.
 
 use crate::config::LONG_WAIT_MS;
+use crate::ffi::{out_arg, out_ptr};
 use crate::fuzzer::Fz;
 use crate::model::{Th, WState, R};
 use crate::workers::worker_label;
@@ -169,11 +170,7 @@ impl Fz {
             }
         }
         let mut closed: u32 = 7;
-        let cp: *mut u32 = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut closed
-        };
+        let cp = out_ptr(null_out, &mut closed);
         let p = self.wptr(wi);
         let t0 = Instant::now();
         let st = self.call(
@@ -181,7 +178,7 @@ impl Fz {
             format!(
                 "dagrt_worker_close_for({}, {budget} ms, {})",
                 worker_label(wi),
-                if null_out { "NULL" } else { "&closed" }
+                out_arg(null_out, "&closed")
             ),
             &exp,
             || cw::dagrt_worker_close_for(p, budget, cp),

@@ -2,6 +2,7 @@
 //! gated tasks.
 
 use crate::executors::MAX_GATES;
+use crate::ffi::{ok_if_none, out_arg, out_ptr};
 use crate::fuzzer::Fz;
 use crate::model::{RingM, Th, WModel, WState, LANE_IDS, R};
 use dagrt::capi::worker::{self as cw, dagrt_orch_t, dagrt_worker_t, WorkerStats};
@@ -12,6 +13,22 @@ use std::sync::atomic::Ordering::SeqCst;
 /// A worker argument as a call's description shows it: `w<index>`, or `NULL`.
 pub(crate) fn worker_label(wi: Option<usize>) -> String {
     wi.map_or("NULL".into(), |w| format!("w{w}"))
+}
+
+/// The statuses of a call adding lanes to worker `wi` (in `state`), with `bad_arg` the status
+/// of a defect in the lanes asked for.
+fn lane_call_statuses(wi: Option<usize>, state: WState, bad_arg: Option<Status>) -> Vec<Status> {
+    let mut exp = Vec::new();
+    if wi.is_none() {
+        exp.push(Status::NullPointer);
+    } else {
+        if state != WState::New {
+            exp.push(Status::WrongState);
+        }
+        exp.extend(bad_arg);
+    }
+    ok_if_none(&mut exp);
+    exp
 }
 
 impl Fz {
@@ -43,6 +60,40 @@ impl Fz {
 
     pub(crate) fn wptr(&self, wi: Option<usize>) -> *mut dagrt_worker_t {
         wi.map_or(std::ptr::null_mut(), |w| self.workers[w].ptr)
+    }
+
+    /// The worker of a lane call: the primary one when the call is valid, else any (3% NULL).
+    fn lane_call_worker(&mut self, valid: bool) -> Option<usize> {
+        let wi = if valid {
+            self.primary()
+        } else {
+            self.pick_worker()
+        };
+        let null_w = !valid && self.rng.pct(3);
+        if null_w {
+            None
+        } else {
+            wi
+        }
+    }
+
+    /// A "before init only" call on a closed worker: name the known defect should it succeed.
+    fn hint_if_closed(&mut self, wi: Option<usize>) {
+        if wi.is_some_and(|w| self.workers[w].state == WState::Closed) {
+            self.hint = Some("a closed worker accepts dagrt_worker_init / add lanes (documented: before init only)".into());
+        }
+    }
+
+    /// `dagrt_worker_orch` gave `o` for worker `w`: not NULL, and the same handle every time.
+    fn adopt_orch(&mut self, w: usize, o: *mut dagrt_orch_t) -> R {
+        let known = self.workers[w].orch;
+        self.check(
+            !o.is_null() && (known.is_null() || known == o),
+            "dagrt_worker_orch changed",
+            || format!("orch {o:?}, previously {known:?}"),
+        )?;
+        self.workers[w].orch = o;
+        Ok(())
     }
 
     pub(crate) fn new_frame(&mut self) -> usize {
@@ -99,11 +150,7 @@ impl Fz {
         }
         let sentinel = 0x5EB7_1E00usize as *mut dagrt_worker_t;
         let mut out = sentinel;
-        let outp: *mut *mut dagrt_worker_t = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut out
-        };
+        let outp = out_ptr(null_out, &mut out);
         let cfgp: *const WorkerConfig = if cfg_null { std::ptr::null() } else { &cfg };
         let desc = format!(
             "dagrt_worker_new({}, {})",
@@ -115,15 +162,11 @@ impl Fz {
                     cfg.heap_ring_size, cfg.task_window, cfg.timeout_ms
                 )
             },
-            if null_out { "NULL" } else { "&w" }
+            out_arg(null_out, "&w")
         );
         let st = self.call(Th::Main, desc, &exp, || cw::dagrt_worker_new(cfgp, outp))?;
         if st != Status::Ok {
-            return self.check(
-                out == sentinel,
-                "dagrt_worker_new wrote out on failure",
-                || "out-parameter written on failure".into(),
-            );
+            return self.check_out_untouched(out == sentinel, "dagrt_worker_new");
         }
         self.check(!out.is_null(), "dagrt_worker_new returned NULL", || {
             "dagrt_worker_new succeeded with a NULL worker".into()
@@ -173,13 +216,7 @@ impl Fz {
     }
 
     pub(crate) fn op_add_nl(&mut self, valid: bool) -> R {
-        let wi = if valid {
-            self.primary()
-        } else {
-            self.pick_worker()
-        };
-        let null_w = !valid && self.rng.pct(3);
-        let wi = if null_w { None } else { wi };
+        let wi = self.lane_call_worker(valid);
         let (nl, lanes, state) = match wi {
             Some(w) => (
                 self.workers[w].nl.clone(),
@@ -204,25 +241,15 @@ impl Fz {
             self.rng
                 .pick(&fresh.iter().copied().chain([4242]).collect::<Vec<_>>())
         };
-        let mut exp = Vec::new();
-        if wi.is_none() {
-            exp.push(Status::NullPointer);
+        let bad_id = if id < 0 {
+            Some(Status::InvalidArgument)
+        } else if nl.contains(&id) {
+            Some(Status::DuplicateTarget)
         } else {
-            if state != WState::New {
-                exp.push(Status::WrongState);
-            }
-            if id < 0 {
-                exp.push(Status::InvalidArgument);
-            } else if nl.contains(&id) {
-                exp.push(Status::DuplicateTarget);
-            }
-        }
-        if exp.is_empty() {
-            exp.push(Status::Ok);
-        }
-        if wi.is_some_and(|w| self.workers[w].state == WState::Closed) {
-            self.hint = Some("a closed worker accepts dagrt_worker_init / add lanes (documented: before init only)".into());
-        }
+            None
+        };
+        let exp = lane_call_statuses(wi, state, bad_id);
+        self.hint_if_closed(wi);
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
@@ -242,13 +269,7 @@ impl Fz {
     }
 
     pub(crate) fn op_add_sub(&mut self, valid: bool) -> R {
-        let wi = if valid {
-            self.primary()
-        } else {
-            self.pick_worker()
-        };
-        let null_w = !valid && self.rng.pct(3);
-        let wi = if null_w { None } else { wi };
+        let wi = self.lane_call_worker(valid);
         let (lanes, nsub, state) = match wi {
             Some(w) => (
                 self.workers[w].lanes(),
@@ -265,23 +286,9 @@ impl Fz {
         } else {
             1025 - nsub + self.rng.below(500) as u32
         };
-        let mut exp = Vec::new();
-        if wi.is_none() {
-            exp.push(Status::NullPointer);
-        } else {
-            if state != WState::New {
-                exp.push(Status::WrongState);
-            }
-            if n == 0 || nsub + n > 1024 {
-                exp.push(Status::InvalidArgument);
-            }
-        }
-        if exp.is_empty() {
-            exp.push(Status::Ok);
-        }
-        if wi.is_some_and(|w| self.workers[w].state == WState::Closed) {
-            self.hint = Some("a closed worker accepts dagrt_worker_init / add lanes (documented: before init only)".into());
-        }
+        let bad_n = (n == 0 || nsub + n > 1024).then_some(Status::InvalidArgument);
+        let exp = lane_call_statuses(wi, state, bad_n);
+        self.hint_if_closed(wi);
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
@@ -326,9 +333,7 @@ impl Fz {
                 }
             }
         }
-        if wi.is_some_and(|w| self.workers[w].state == WState::Closed) {
-            self.hint = Some("a closed worker accepts dagrt_worker_init / add lanes (documented: before init only)".into());
-        }
+        self.hint_if_closed(wi);
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
@@ -352,13 +357,7 @@ impl Fz {
                 &[Status::Ok],
                 || cw::dagrt_worker_orch(p, op),
             )?;
-            let known = self.workers[w].orch;
-            self.check(
-                !o.is_null() && (known.is_null() || known == o),
-                "dagrt_worker_orch changed",
-                || format!("orch {o:?}, previously {known:?}"),
-            )?;
-            self.workers[w].orch = o;
+            self.adopt_orch(w, o)?;
         }
         Ok(())
     }
@@ -380,42 +379,26 @@ impl Fz {
                 }
             }
         }
-        if exp.is_empty() {
-            exp.push(Status::Ok);
-        }
+        ok_if_none(&mut exp);
         let sentinel = 0x0DC4_0000usize as *mut dagrt_orch_t;
         let mut o = sentinel;
-        let op: *mut *mut dagrt_orch_t = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut o
-        };
+        let op = out_ptr(null_out, &mut o);
         let p = self.wptr(wi);
         let st = self.call(
             Th::Main,
             format!(
                 "dagrt_worker_orch({}, {})",
                 worker_label(wi),
-                if null_out { "NULL" } else { "&o" }
+                out_arg(null_out, "&o")
             ),
             &exp,
             || cw::dagrt_worker_orch(p, op),
         )?;
         if st == Status::Ok {
             let w = wi.expect("orch succeeded on a worker");
-            let known = self.workers[w].orch;
-            self.check(
-                !o.is_null() && (known.is_null() || known == o),
-                "dagrt_worker_orch changed",
-                || format!("orch {o:?}, previously {known:?}"),
-            )?;
-            self.workers[w].orch = o;
+            self.adopt_orch(w, o)?;
         } else {
-            self.check(
-                o == sentinel,
-                "dagrt_worker_orch wrote out on failure",
-                || "out-parameter written on failure".into(),
-            )?;
+            self.check_out_untouched(o == sentinel, "dagrt_worker_orch")?;
         }
         Ok(())
     }
@@ -442,25 +425,19 @@ impl Fz {
                 }
             }
         }
-        if exp.is_empty() {
-            exp.push(Status::Ok);
-        }
+        ok_if_none(&mut exp);
         let mut s = WorkerStats {
             live_slots: -77,
             ..Default::default()
         };
-        let sp: *mut WorkerStats = if null_out {
-            std::ptr::null_mut()
-        } else {
-            &mut s
-        };
+        let sp = out_ptr(null_out, &mut s);
         let p = self.wptr(wi);
         let st = self.call(
             th,
             format!(
                 "dagrt_worker_stats({}, {})",
                 worker_label(wi),
-                if null_out { "NULL" } else { "&s" }
+                out_arg(null_out, "&s")
             ),
             &exp,
             || cw::dagrt_worker_stats(p, sp),
@@ -472,11 +449,7 @@ impl Fz {
             ));
             self.check_stats(wi.expect("stats on a worker"), &s)?;
         } else {
-            self.check(
-                s.live_slots == -77,
-                "dagrt_worker_stats wrote out on failure",
-                || "out-parameter written on failure".into(),
-            )?;
+            self.check_out_untouched(s.live_slots == -77, "dagrt_worker_stats")?;
         }
         Ok(())
     }
@@ -500,12 +473,7 @@ impl Fz {
     }
 
     pub(crate) fn op_gate(&mut self) -> R {
-        let used: Vec<usize> = self
-            .nodes
-            .iter()
-            .filter_map(|n| n.task.as_ref().and_then(|t| t.gate))
-            .filter(|&g| !self.gates[g])
-            .collect();
+        let used = self.gates_in_use();
         if used.is_empty() {
             return Ok(());
         }

@@ -43,7 +43,12 @@ pub fn env_u64(name: &str) -> Option<u64> {
 /// The tests of this file run one at a time (see the module doc).
 pub fn serial() -> MutexGuard<'static, ()> {
     static L: Mutex<()> = Mutex::new(());
-    L.lock().unwrap_or_else(|p| p.into_inner())
+    lock(&L)
+}
+
+/// Lock `m`, ignoring poisoning (a failed check panics while the data stays consistent).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Clone)]
@@ -77,6 +82,19 @@ pub static SEQ: AtomicU64 = AtomicU64::new(1);
 /// Spin value meaning "yield the core once instead of spinning".
 pub const SPIN_YIELD: u64 = u64::MAX;
 
+/// An executor's busy time (scalar 3, see `gen_spin`): `n` spin rounds, or one yield.
+pub fn spin(n: u64) {
+    match n {
+        0 => {}
+        SPIN_YIELD => std::thread::yield_now(),
+        n => {
+            for _ in 0..n {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Lanes {
     pub nl: Vec<i32>,
@@ -88,6 +106,19 @@ pub fn lanes_a() -> Lanes {
         nl: vec![3, 17, 42],
         subs: 2,
     }
+}
+
+/// A started worker (through the Rust API) with the NEXT_LEVEL and SUB lanes of `lanes`, and
+/// its engine.
+pub fn started_worker(cfg: WorkerConfig, lanes: &Lanes) -> (Worker, Arc<Engine>) {
+    let mut worker = Worker::new(cfg).expect("Worker::new");
+    for &id in &lanes.nl {
+        worker.add_next_level_lane(id).expect("add_next_level_lane");
+    }
+    worker.add_sub_lanes(lanes.subs).expect("add_sub_lanes");
+    worker.init().expect("init");
+    let engine = worker.engine().expect("engine").clone();
+    (worker, engine)
 }
 
 pub fn tensor(base: u64, offset: u64, dtype: DataType, shape: &[u64], strides: &[u64]) -> Tensor {
@@ -384,6 +415,14 @@ impl Buf {
     }
 }
 
+/// The model side of a scope begin: a new innermost frame in `frames`, and its op. Returns
+/// the new depth.
+pub fn begin_frame(frames: &mut Vec<Vec<usize>>, ops: &mut Vec<Op>) -> usize {
+    frames.push(Vec::new());
+    ops.push(Op::Begin(frames.len()));
+    frames.len()
+}
+
 /// The model side of a scope end: the innermost frame of `frames` (per open scope, the nodes
 /// it holds a reference on) is popped and returned, and the buffers it owned die.
 pub fn end_frame(frames: &mut Vec<Vec<usize>>, bufs: &mut [Buf]) -> Vec<usize> {
@@ -394,6 +433,71 @@ pub fn end_frame(frames: &mut Vec<Vec<usize>>, bufs: &mut [Buf]) -> Vec<usize> {
     frames.pop().expect("open frame")
 }
 
+/// A random alloc() request: its shape, dtype, and the layout of the buffer it makes.
+pub fn gen_alloc(rng: &mut Rng) -> (Vec<u64>, DataType, Layout) {
+    match rng.below(4) {
+        0 => (vec![8, 8], DataType::U64, Layout::Mat8),
+        1 => (vec![16], DataType::U64, Layout::Flat),
+        2 => (vec![32], DataType::U32, Layout::Flat),
+        _ => (vec![100], DataType::U8, Layout::Flat),
+    }
+}
+
+/// The buffer `A<idx>` that alloc() node `idx` returned at `ptr` (which must be 1024-aligned,
+/// not NULL), dying with the scope at `level`.
+pub fn alloc_buf(
+    idx: usize,
+    ptr: *mut u8,
+    shape: &[u64],
+    dtype: DataType,
+    layout: Layout,
+    level: usize,
+) -> Result<Buf, String> {
+    if ptr.is_null() || (ptr as u64) % 1024 != 0 {
+        return Err(format!(
+            "alloc of node n{idx} returned {ptr:?}, not 1024-aligned"
+        ));
+    }
+    let len = shape.iter().product::<u64>() * dtype_size(dtype as u32).expect("dtype");
+    let name = format!("A{idx}");
+    Ok(Buf::owned(name, ptr as u64, len, layout, level, idx))
+}
+
+/// After the submit of node `idx` (at scope depth `level`): each auto-allocated OUTPUT of
+/// its member `mi` (`buf_of[t] == usize::MAX`) must have been written back, and becomes a
+/// buffer the node wrote whole, recorded in `buf_of`. Returns how many there were.
+pub fn adopt_autos(
+    bufs: &mut Vec<Buf>,
+    tensors: &[Tensor],
+    buf_of: &mut [usize],
+    idx: usize,
+    mi: usize,
+    level: usize,
+) -> Result<u64, String> {
+    let mut n = 0;
+    for ti in 0..tensors.len() {
+        if buf_of[ti] != usize::MAX {
+            continue;
+        }
+        let t = tensors[ti];
+        if t.data.is_null() {
+            return Err(format!(
+                "node n{idx}: auto-allocated OUTPUT {ti} of member {mi} was not written back"
+            ));
+        }
+        let (layout, len) = if t.ndim == 2 {
+            (Layout::Mat8, 512)
+        } else {
+            (Layout::Flat, 128)
+        };
+        let name = format!("O{idx}.{mi}.{ti}");
+        bufs.push(Buf::owned(name, t.data as u64, len, layout, level, idx));
+        buf_of[ti] = bufs.len() - 1;
+        n += 1;
+    }
+    Ok(n)
+}
+
 #[derive(Clone, Debug)]
 pub enum Kind {
     Alloc,
@@ -401,6 +505,44 @@ pub enum Kind {
     NlGroup(Vec<i32>),
     Sub,
     SubGroup(usize),
+}
+
+impl Kind {
+    /// Members of a task of this kind (an alloc has none).
+    pub fn members(&self) -> usize {
+        match self {
+            Kind::NlGroup(ids) => ids.len(),
+            Kind::SubGroup(k) => *k,
+            Kind::Alloc => 0,
+            _ => 1,
+        }
+    }
+    /// How a task of this kind is submitted, and to which NEXT_LEVEL lanes.
+    pub fn submit_kind(&self) -> (SubmitKind, Vec<i32>) {
+        match self {
+            Kind::Nl(t) => (SubmitKind::NextLevel, vec![*t]),
+            Kind::NlGroup(ids) => (SubmitKind::NextLevelGroup, ids.clone()),
+            Kind::Sub => (SubmitKind::Sub, vec![]),
+            Kind::SubGroup(_) => (SubmitKind::SubGroup, vec![]),
+            Kind::Alloc => unreachable!("alloc is not submitted"),
+        }
+    }
+    pub fn is_alloc(&self) -> bool {
+        matches!(self, Kind::Alloc)
+    }
+}
+
+/// The arguments of a member with `tensors`, `scalars` and `deps`.
+pub fn task_args(tensors: &mut [Tensor], scalars: &[u64], deps: &[Dep]) -> TaskArgs {
+    TaskArgs {
+        tensors: tensors.as_mut_ptr(),
+        num_tensors: tensors.len() as u32,
+        num_scalars: scalars.len() as u32,
+        scalars: scalars.as_ptr(),
+        deps: deps.as_ptr(),
+        num_deps: deps.len() as u32,
+        reserved: 0,
+    }
 }
 
 pub enum Op {
@@ -421,6 +563,52 @@ impl Op {
             Op::Node(_) => None,
         }
     }
+}
+
+/// A failure dump's lines for `ops`: scope ops and notes by `Op::dump_line`, each node by
+/// `node` (given its index).
+pub fn dump_ops(s: &mut String, ops: &[Op], mut node: impl FnMut(&mut String, usize)) {
+    for op in ops {
+        match op {
+            Op::Node(i) => node(s, *i),
+            _ => {
+                if let Some(line) = op.dump_line() {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
+        }
+    }
+}
+
+/// A failure dump's line per member of a node: `(tensors, buffer of each tensor)`, each
+/// tensor by `describe_tensor`.
+pub fn dump_members<'a>(
+    s: &mut String,
+    members: impl Iterator<Item = (&'a [Tensor], &'a [usize])>,
+    bufs: &[Buf],
+) {
+    for (mi, (tensors, buf_of)) in members.enumerate() {
+        let ts: Vec<String> = tensors
+            .iter()
+            .zip(buf_of)
+            .map(|(t, &bi)| describe_tensor(t, bufs, bi))
+            .collect();
+        let _ = writeln!(s, "    member {mi}: {}", ts.join(", "));
+    }
+}
+
+/// A node's explicit deps `(node, retain)` as a failure dump names them.
+pub fn dep_names(deps: &[(usize, bool)]) -> Vec<String> {
+    deps.iter()
+        .map(|&(p, r)| format!("{}(n{p})", if r { "add_dep" } else { "add_dep_wait" }))
+        .collect()
+}
+
+/// A node's required producers (node -> retained) as a failure dump names them.
+pub fn req_names(req: &BTreeMap<usize, bool>) -> Vec<String> {
+    req.iter()
+        .map(|(&p, &r)| format!("n{p}{}", if r { "" } else { "(wait)" }))
+        .collect()
 }
 
 /// Byte offsets (relative to `base`) a view touches, with the header's semantics: all-zero

@@ -13,10 +13,7 @@ use super::*;
 #[test]
 fn consumer_of_consumed_failed_producer_is_poisoned() {
     let _g = serial();
-    let envs = vec![
-        Env::new_rust("R", lanes_a(), std_cfg()),
-        Env::new_c("C", lanes_a(), std_cfg()),
-    ];
+    let envs = rust_and_c_envs();
     let mut cases = 0;
     for env in &envs {
         for with_heap in [false, true] {
@@ -421,6 +418,54 @@ fn failed_writer_on_reclaimed_heap_does_not_poison_new_buffer() {
 // ---------------------------------------------------------------------------------------
 // Directed: cancellation leaves no ready-queue entry that can dispatch another task
 
+/// Submit a group of two members of `node` (no tensors or deps) of `kind` on `workers`.
+fn group2(
+    o: &mut Orch<'_>,
+    rr: &RunRec,
+    node: usize,
+    kind: SubmitKind,
+    workers: &[i32],
+) -> Result<TaskHandle, String> {
+    let mut g: Vec<Member> = (0..2)
+        .map(|m| member(rr, node, m, vec![], vec![], FAIL_NONE, false))
+        .collect();
+    let args: Vec<TaskArgs> = g.iter_mut().map(|m| m.args()).collect();
+    o.submit(kind, &callable(), &args, &CallConfig::default(), workers)
+        .map_err(|e| format!("submit of n{node}: {e:?}"))
+}
+
+/// The end of a test of a cancelled run 1 and a run 2 after it, given how each ended (`r1`,
+/// `r2`): run 1 must have ended ORCHESTRATION_FAILED and run 2 OK; both are released and the
+/// worker must be left with nothing. Any error (`errs`, or one found here) fails the test,
+/// leaking the RunRecs `recs` and the worker; otherwise they are freed.
+fn check_cancelled_then_ok(
+    env: std::mem::ManuallyDrop<Env>,
+    (run1, r1): (u64, Result<(Status, String), String>),
+    (run2, r2): (u64, Result<(Status, String), String>),
+    mut errs: Vec<String>,
+    recs: &[*mut RunRec],
+) {
+    if !matches!(r1, Ok((Status::OrchestrationFailed, _))) || !matches!(r2, Ok((Status::Ok, _))) {
+        errs.push(format!(
+            "run 1 ended {r1:?} (expected ORCHESTRATION_FAILED), run 2 {r2:?} (expected OK)"
+        ));
+    }
+    if errs.is_empty() {
+        for run in [run1, run2] {
+            env.release(run).expect("release");
+        }
+        if let Err(m) = env.check_reclaimed() {
+            errs.push(m);
+        }
+    }
+    assert!(errs.is_empty(), "{}", errs.join("\n"));
+    // SAFETY: both runs are done: no executor reads these records any more.
+    for &rr in recs {
+        drop(unsafe { Box::from_raw(rr) });
+    }
+    drop(std::mem::ManuallyDrop::into_inner(env));
+}
+
 /// Run 1: T0 holds lane 17, T1 holds lane 3, T2 (lane 3) waits READY in lane 3's FIFO; the
 /// submission fails, so T2 is cancelled and its slot freed. Run 2: T3 (lane 17) takes the
 /// freed table entry and waits READY behind T0. T1 is released, lane 3 becomes idle. T3 must
@@ -443,28 +488,16 @@ fn cancelled_ready_task_leaves_no_queue_entry_behind() {
     let rc = Box::into_raw(Box::new(RunRec::new(false, false)));
     // SAFETY: allocated above, freed at the end once every run is done (leaked on failure).
     let (a, b, c) = unsafe { (&*ra, &*rb, &*rc) };
-    let nl1 = |o: &mut Orch<'_>, rr: &RunRec, node: usize, lane: i32, hold: bool| {
-        let mut m = member(rr, node, 0, vec![], vec![], FAIL_NONE, hold);
-        let args = [m.args()];
-        o.submit(
-            SubmitKind::NextLevel,
-            &callable(),
-            &args,
-            &CallConfig::default(),
-            &[lane],
-        )
-        .expect("submit")
-    };
     let mut o = env.orch();
     let run1 = o.begin_run().expect("begin_run");
-    nl1(&mut o, a, 0, 17, true);
-    nl1(&mut o, b, 0, 3, true);
+    nl1(&mut o, a, 0, 17, true).expect("submit");
+    nl1(&mut o, b, 0, 3, true).expect("submit");
     wait_for("T0 and T1 to start", 10, || ran(a, 0) && ran(b, 0)).expect("lanes busy");
-    let t2 = nl1(&mut o, c, 2, 3, false);
+    let t2 = nl1(&mut o, c, 2, 3, false).expect("submit");
     o.fail(run1, "cancel T2").expect("fail_run_submission");
     let queued_after_cancel = dagrt::scheduler::queued(&e);
     let run2 = o.begin_run().expect("begin_run");
-    let t3 = nl1(&mut o, c, 3, 17, false);
+    let t3 = nl1(&mut o, c, 3, 17, false).expect("submit");
     o.close(run2).expect("close");
     drop(o);
     let reused = (t3.slot & ((1 << 24) - 1)) == (t2.slot & ((1 << 24) - 1));
@@ -503,27 +536,7 @@ fn cancelled_ready_task_leaves_no_queue_entry_behind() {
             t3.slot, t2.slot
         ));
     }
-    if !matches!(r1, Ok((Status::OrchestrationFailed, _))) || !matches!(r2, Ok((Status::Ok, _))) {
-        errs.push(format!(
-            "run 1 ended {r1:?} (expected ORCHESTRATION_FAILED), run 2 {r2:?} (expected OK)"
-        ));
-    }
-    if errs.is_empty() {
-        for run in [run1, run2] {
-            env.release(run).expect("release");
-        }
-        if let Err(m) = env.check_reclaimed() {
-            errs.push(m);
-        }
-    }
-    assert!(errs.is_empty(), "{}", errs.join("\n"));
-    // SAFETY: both runs are done: no executor reads these records any more.
-    unsafe {
-        drop(Box::from_raw(ra));
-        drop(Box::from_raw(rb));
-        drop(Box::from_raw(rc));
-    }
-    drop(std::mem::ManuallyDrop::into_inner(env));
+    check_cancelled_then_ok(env, (run1, r1), (run2, r2), errs, &[ra, rb, rc]);
 }
 
 /// Cancelled group entries must not hold back later runs. Run 1: H holds NEXT_LEVEL lane 3
@@ -549,55 +562,15 @@ fn cancelled_group_entries_do_not_block_later_runs() {
     let (a, b) = unsafe { (&*ra, &*rb) };
     let mut o = env.orch();
     let run1 = o.begin_run().expect("begin_run");
-    let mut hold_nl = member(a, 0, 0, vec![], vec![], FAIL_NONE, true);
-    let args = [hold_nl.args()];
-    o.submit(
-        SubmitKind::NextLevel,
-        &callable(),
-        &args,
-        &CallConfig::default(),
-        &[3],
-    )
-    .expect("H on lane 3");
+    nl1(&mut o, a, 0, 3, true).expect("H on lane 3");
     sub1(&mut o, a, 1, vec![], vec![], FAIL_NONE, true).expect("H on a SUB lane");
     wait_for("H to start on both lanes", 10, || ran(a, 0) && ran(a, 1)).expect("H runs");
-    let mut g1: Vec<Member> = (0..2)
-        .map(|m| member(b, 2, m, vec![], vec![], FAIL_NONE, false))
-        .collect();
-    let args: Vec<TaskArgs> = g1.iter_mut().map(|m| m.args()).collect();
-    o.submit(
-        SubmitKind::NextLevelGroup,
-        &callable(),
-        &args,
-        &CallConfig::default(),
-        &[3, 17],
-    )
-    .expect("G1");
-    let mut g2: Vec<Member> = (0..2)
-        .map(|m| member(b, 3, m, vec![], vec![], FAIL_NONE, false))
-        .collect();
-    let args: Vec<TaskArgs> = g2.iter_mut().map(|m| m.args()).collect();
-    o.submit(
-        SubmitKind::SubGroup,
-        &callable(),
-        &args,
-        &CallConfig::default(),
-        &[],
-    )
-    .expect("G2");
+    group2(&mut o, b, 2, SubmitKind::NextLevelGroup, &[3, 17]).expect("G1");
+    group2(&mut o, b, 3, SubmitKind::SubGroup, &[]).expect("G2");
     o.fail(run1, "cancel the groups")
         .expect("fail_run_submission");
     let run2 = o.begin_run().expect("begin_run");
-    let mut s1 = member(b, 4, 0, vec![], vec![], FAIL_NONE, false);
-    let args = [s1.args()];
-    o.submit(
-        SubmitKind::NextLevel,
-        &callable(),
-        &args,
-        &CallConfig::default(),
-        &[17],
-    )
-    .expect("S1 on lane 17");
+    nl1(&mut o, b, 4, 17, false).expect("S1 on lane 17");
     sub1(&mut o, b, 5, vec![], vec![], FAIL_NONE, false).expect("S2");
     o.close(run2).expect("close");
     drop(o);
@@ -618,24 +591,5 @@ fn cancelled_group_entries_do_not_block_later_runs() {
     if ran(b, 2) || ran(b, 3) {
         errs.push("a cancelled group ran".into());
     }
-    if !matches!(r1, Ok((Status::OrchestrationFailed, _))) || !matches!(r2, Ok((Status::Ok, _))) {
-        errs.push(format!(
-            "run 1 ended {r1:?} (expected ORCHESTRATION_FAILED), run 2 {r2:?} (expected OK)"
-        ));
-    }
-    if errs.is_empty() {
-        for run in [run1, run2] {
-            env.release(run).expect("release");
-        }
-        if let Err(m) = env.check_reclaimed() {
-            errs.push(m);
-        }
-    }
-    assert!(errs.is_empty(), "{}", errs.join("\n"));
-    // SAFETY: both runs are done: no executor reads these records any more.
-    unsafe {
-        drop(Box::from_raw(ra));
-        drop(Box::from_raw(rb));
-    }
-    drop(std::mem::ManuallyDrop::into_inner(env));
+    check_cancelled_then_ok(env, (run1, r1), (run2, r2), errs, &[ra, rb]);
 }

@@ -125,10 +125,7 @@ impl RunRec {
         }
     }
     fn error(&self, msg: String) {
-        self.errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(msg);
+        lock(&self.errors).push(msg);
     }
     pub(crate) fn rec(&self, node: usize, m: usize) -> &MemberRec {
         &self.recs[node * MAXM + m]
@@ -136,18 +133,6 @@ impl RunRec {
     pub(crate) fn open_all(&self) {
         self.gate_open.store(true, Ordering::Release);
         self.hold_open.store(true, Ordering::Release);
-    }
-}
-
-fn spin(n: u64) {
-    match n {
-        0 => {}
-        SPIN_YIELD => std::thread::yield_now(),
-        n => {
-            for _ in 0..n {
-                std::hint::spin_loop();
-            }
-        }
     }
 }
 

@@ -64,6 +64,26 @@ pub(crate) fn sub1(
     .map_err(|e| format!("submit of n{node}: {e:?}"))
 }
 
+/// Submit one NEXT_LEVEL task of `node` (member 0, no tensors or deps) on lane `lane`.
+pub(crate) fn nl1(
+    o: &mut Orch<'_>,
+    rr: &RunRec,
+    node: usize,
+    lane: i32,
+    hold: bool,
+) -> Result<TaskHandle, String> {
+    let mut m = member(rr, node, 0, vec![], vec![], FAIL_NONE, hold);
+    let args = [m.args()];
+    o.submit(
+        SubmitKind::NextLevel,
+        &callable(),
+        &args,
+        &CallConfig::default(),
+        &[lane],
+    )
+    .map_err(|e| format!("submit of n{node}: {e:?}"))
+}
+
 pub(crate) fn ran(rr: &RunRec, node: usize) -> bool {
     rr.rec(node, 0).count.load(Ordering::SeqCst) > 0
 }

@@ -273,13 +273,7 @@ impl Builder<'_> {
             if pn.kind.is_alloc() {
                 continue;
             }
-            let g = e
-                .slots
-                .get(pn.slot)
-                .core
-                .sync
-                .lock()
-                .unwrap_or_else(|x| x.into_inner());
+            let g = lock(&e.slots.get(pn.slot).core.sync);
             if g.id != pn.slot {
                 errs.push(format!(
                     "gated: n{p} (slot {}) left its slot before anything finished",

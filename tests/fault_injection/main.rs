@@ -78,7 +78,7 @@ use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::run::{FailureKind, Run};
 use dagrt::slot::{state_name, FAILED, FREE};
 use dagrt::task::{
-    dtype_size, CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
+    CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
 };
 use dagrt::worker::{Engine, Worker, WorkerConfig};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

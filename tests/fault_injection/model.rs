@@ -20,29 +20,6 @@ fn surely_dense(t: &Tensor) -> bool {
 // ---------------------------------------------------------------------------------------
 // Reference model
 
-impl Kind {
-    pub(crate) fn members(&self) -> usize {
-        match self {
-            Kind::NlGroup(ids) => ids.len(),
-            Kind::SubGroup(k) => *k,
-            Kind::Alloc => 0,
-            _ => 1,
-        }
-    }
-    pub(crate) fn submit_kind(&self) -> (SubmitKind, Vec<i32>) {
-        match self {
-            Kind::Nl(t) => (SubmitKind::NextLevel, vec![*t]),
-            Kind::NlGroup(ids) => (SubmitKind::NextLevelGroup, ids.clone()),
-            Kind::Sub => (SubmitKind::Sub, vec![]),
-            Kind::SubGroup(_) => (SubmitKind::SubGroup, vec![]),
-            Kind::Alloc => unreachable!("alloc is not submitted"),
-        }
-    }
-    pub(crate) fn is_alloc(&self) -> bool {
-        matches!(self, Kind::Alloc)
-    }
-}
-
 #[derive(Clone)]
 pub(crate) struct Member {
     pub(crate) tensors: Vec<Tensor>,
@@ -54,15 +31,7 @@ pub(crate) struct Member {
 
 impl Member {
     pub(crate) fn args(&mut self) -> TaskArgs {
-        TaskArgs {
-            tensors: self.tensors.as_mut_ptr(),
-            num_tensors: self.tensors.len() as u32,
-            num_scalars: NSCALARS as u32,
-            scalars: self.scalars.as_ptr(),
-            deps: self.deps.as_ptr(),
-            num_deps: self.deps.len() as u32,
-            reserved: 0,
-        }
+        task_args(&mut self.tensors, &self.scalars, &self.deps)
     }
 }
 
@@ -212,9 +181,8 @@ impl<'a> Builder<'a> {
         self.o
             .scope_begin()
             .map_err(|e| format!("scope_begin at depth {}: {e:?}", self.depth()))?;
-        self.frames.push(Vec::new());
-        self.ops.push(Op::Begin(self.depth()));
-        self.totals.max_depth = self.totals.max_depth.max(self.depth());
+        let d = begin_frame(&mut self.frames, &mut self.ops);
+        self.totals.max_depth = self.totals.max_depth.max(d);
         Ok(())
     }
 
@@ -245,12 +213,6 @@ impl<'a> Builder<'a> {
             .map_err(|e| format!("close_run_submission: {e:?}"))?;
         self.close_frame();
         Ok(())
-    }
-
-    fn new_buf(&mut self, name: String, base: u64, len: u64, layout: Layout, writer: usize) {
-        let level = self.depth();
-        self.bufs
-            .push(Buf::owned(name, base, len, layout, level, writer));
     }
 
     pub(crate) fn gen_member(&mut self, node: usize, m: usize, mode: u64, hold: bool) -> Member {
@@ -361,18 +323,11 @@ impl<'a> Builder<'a> {
             let p = &self.nodes[f.producer];
             let mut what = Vec::new();
             if let Some(retain) = f.dep {
-                members[0].deps.push(Dep {
-                    handle: TaskHandle {
-                        run_id: self.run_id,
-                        slot: p.slot,
-                    },
-                    kind: if retain {
-                        DepKind::Retain
-                    } else {
-                        DepKind::Wait
-                    } as u32,
-                    reserved: 0,
-                });
+                let h = TaskHandle {
+                    run_id: self.run_id,
+                    slot: p.slot,
+                };
+                members[0].deps.push(dep(h, retain));
                 what.push(if retain { "add_dep" } else { "add_dep_wait" });
             }
             if let Some((bi, byte)) = f.read {
@@ -418,26 +373,10 @@ impl<'a> Builder<'a> {
         }
         self.last_slot = Some(h.slot);
         let may = self.model_may(idx, &members, &deps);
+        let level = self.depth();
         for (mi, m) in members.iter_mut().enumerate() {
-            for ti in 0..m.tensors.len() {
-                if m.bufs[ti] != usize::MAX {
-                    continue;
-                }
-                let t = m.tensors[ti];
-                if t.data.is_null() {
-                    return Err(format!(
-                        "node n{idx}: auto-allocated OUTPUT {ti} of member {mi} was not written back"
-                    ));
-                }
-                let (layout, len) = if t.ndim == 2 {
-                    (Layout::Mat8, 512)
-                } else {
-                    (Layout::Flat, 128)
-                };
-                self.new_buf(format!("O{idx}.{mi}.{ti}"), t.data as u64, len, layout, idx);
-                m.bufs[ti] = self.bufs.len() - 1;
-                self.totals.autos += 1;
-            }
+            self.totals.autos +=
+                adopt_autos(&mut self.bufs, &m.tensors, &mut m.bufs, idx, mi, level)?;
         }
         let must = req
             .keys()
@@ -509,30 +448,20 @@ impl<'a> Builder<'a> {
         if idx >= MAX_NODES {
             return Err("generator produced too many nodes".into());
         }
-        let (shape, dtype, layout): (Vec<u64>, DataType, Layout) = match self.rng.below(4) {
-            0 => (vec![8, 8], DataType::U64, Layout::Mat8),
-            1 => (vec![16], DataType::U64, Layout::Flat),
-            2 => (vec![32], DataType::U32, Layout::Flat),
-            _ => (vec![100], DataType::U8, Layout::Flat),
-        };
+        let (shape, dtype, layout) = gen_alloc(&mut self.rng);
         let (ptr, h) = self
             .o
             .alloc(&shape, dtype as u32)
             .map_err(|e| format!("alloc of node n{idx} failed: {e:?}"))?;
-        if ptr.is_null() || (ptr as u64) % 1024 != 0 {
-            return Err(format!(
-                "alloc of node n{idx} returned {ptr:?}, not 1024-aligned"
-            ));
-        }
+        let buf = alloc_buf(idx, ptr, &shape, dtype, layout, self.depth())?;
         if self.run_id == 0 {
             self.run_id = h.run_id;
         } else if h.run_id != self.run_id {
             return Err(format!("alloc n{idx}: handle names run {}", h.run_id));
         }
         self.last_slot = Some(h.slot);
-        let len = shape.iter().product::<u64>() * dtype_size(dtype as u32).expect("dtype");
-        self.new_buf(format!("A{idx}"), ptr as u64, len, layout, idx);
-        let (lo, hi) = (ptr as u64, ptr as u64 + len);
+        let (lo, hi) = (buf.base, buf.base + buf.len);
+        self.bufs.push(buf);
         self.u.retain(|e| !(lo <= e.lo && e.hi <= hi));
         self.u.push(UEntry { node: idx, lo, hi });
         self.nodes.push(Node {

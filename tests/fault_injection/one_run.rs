@@ -31,63 +31,42 @@ fn dump(b: &Built) -> String {
         "--- {}: run seed {:#x} on worker {} ({}), run id {}, gated {}; replay with DAGRT_FAULT_ONLY={:#x}",
         b.what, b.seed, b.env_name, b.backend, b.run_id, b.gated, b.seed
     );
-    for op in &b.ops {
-        if let Some(line) = op.dump_line() {
-            let _ = writeln!(s, "{line}");
+    dump_ops(&mut s, &b.ops, |s, i| {
+        let n = &b.nodes[i];
+        if let Some((shape, dtype)) = &n.alloc {
+            let _ = writeln!(
+                s,
+                "n{i} slot {} = alloc(shape {shape:?}, dtype {dtype}) at depth {} -> A{i}",
+                n.slot, n.level
+            );
+            return;
         }
-        match op {
-            Op::Begin(_) | Op::End(_) | Op::Note(_) => {}
-            Op::Node(i) => {
-                let n = &b.nodes[*i];
-                if let Some((shape, dtype)) = &n.alloc {
-                    let _ = writeln!(
-                        s,
-                        "n{i} slot {} = alloc(shape {shape:?}, dtype {dtype}) at depth {} -> A{i}",
-                        n.slot, n.level
-                    );
-                    continue;
-                }
-                let extra: Vec<usize> = n
-                    .may
-                    .iter()
-                    .copied()
-                    .filter(|p| !n.req.contains_key(p))
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "n{i} slot {} = {:?} at depth {}{}{}{}; deps {:?}; required {:?}; may also {:?}{}",
-                    n.slot,
-                    n.kind,
-                    n.level,
-                    match n.fail {
-                        Some((m, mode)) => format!(", FAILS (member {m}, mode {mode})"),
-                        None => String::new(),
-                    },
-                    if n.must { ", must be poisoned" } else { "" },
-                    if n.hold { ", holds" } else { "" },
-                    n.deps
-                        .iter()
-                        .map(|&(p, r)| format!("{}(n{p})", if r { "add_dep" } else { "add_dep_wait" }))
-                        .collect::<Vec<_>>(),
-                    n.req
-                        .iter()
-                        .map(|(&p, &r)| format!("n{p}{}", if r { "" } else { "(wait)" }))
-                        .collect::<Vec<_>>(),
-                    extra,
-                    n.note.as_ref().map_or(String::new(), |x| format!(" [{x}]")),
-                );
-                for (mi, m) in n.members.iter().enumerate() {
-                    let ts: Vec<String> = m
-                        .tensors
-                        .iter()
-                        .zip(&m.bufs)
-                        .map(|(t, &bi)| describe_tensor(t, &b.bufs, bi))
-                        .collect();
-                    let _ = writeln!(s, "    member {mi}: {}", ts.join(", "));
-                }
-            }
-        }
-    }
+        let extra: Vec<usize> = n
+            .may
+            .iter()
+            .copied()
+            .filter(|p| !n.req.contains_key(p))
+            .collect();
+        let _ = writeln!(
+            s,
+            "n{i} slot {} = {:?} at depth {}{}{}{}; deps {:?}; required {:?}; may also {:?}{}",
+            n.slot,
+            n.kind,
+            n.level,
+            match n.fail {
+                Some((m, mode)) => format!(", FAILS (member {m}, mode {mode})"),
+                None => String::new(),
+            },
+            if n.must { ", must be poisoned" } else { "" },
+            if n.hold { ", holds" } else { "" },
+            dep_names(&n.deps),
+            req_names(&n.req),
+            extra,
+            n.note.as_ref().map_or(String::new(), |x| format!(" [{x}]")),
+        );
+        let members = n.members.iter().map(|m| (&m.tensors[..], &m.bufs[..]));
+        dump_members(s, members, &b.bufs);
+    });
     if let Some(edges) = &b.eng_edges {
         let _ = writeln!(
             s,
@@ -316,7 +295,7 @@ pub(crate) fn check_failing(env: &Env, b: &Built, t: &mut Totals) -> Result<(), 
     // SAFETY: the run's fence is zero: every slot was consumed, so every executor of the run
     // has returned and no lane reads the RunRec any more.
     let rr = unsafe { &*b.rr };
-    let mut errs = rr.errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut errs = lock(&rr.errors).clone();
     let n = b.nodes.len();
     let (ran, span) = analyze(b, rr, &mut errs);
     let task = |i: usize| !b.nodes[i].kind.is_alloc();
@@ -451,13 +430,20 @@ pub(crate) fn check_failing(env: &Env, b: &Built, t: &mut Totals) -> Result<(), 
             }
         }
     }
+    release_checked(env, b, errs)
+}
+
+/// The end of a finished run's check: the errors found (the first 25), or else release the
+/// run, free its RunRec and check that the worker was left with nothing.
+pub(crate) fn release_checked(env: &Env, b: &Built, mut errs: Vec<String>) -> Result<(), String> {
     if !errs.is_empty() {
         errs.truncate(25);
         return Err(errs.join("\n"));
     }
     env.release(b.run_id)?;
     LAST_RELEASED.store(b.run_id, Ordering::Relaxed);
-    // SAFETY: allocated by Box::into_raw in `build_failing`; no executor of the run is left.
+    // SAFETY: allocated by Box::into_raw when the run was built (`build_failing`,
+    // `cancelled_run`); the run is done, so no executor of it is left.
     drop(unsafe { Box::from_raw(b.rr as *mut RunRec) });
     env.check_reclaimed()
 }

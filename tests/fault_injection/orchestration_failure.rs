@@ -275,7 +275,7 @@ fn check_cancelled(
     let (st, msg) = env.wait(b.run_id, RUN_TIMEOUT)?;
     // SAFETY: the run is done: no executor reads the RunRec any more.
     let rr = unsafe { &*b.rr };
-    let mut errs = rr.errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut errs = lock(&rr.errors).clone();
     if st != Status::OrchestrationFailed || !expect_msg(&msg) {
         errs.push(format!(
             "the run reports {st:?} '{msg}', expected ORCHESTRATION_FAILED with the orchestration's message"
@@ -362,13 +362,5 @@ fn check_cancelled(
             t.cancelled_tasks += s.cancelled;
         }
     }
-    if !errs.is_empty() {
-        errs.truncate(25);
-        return Err(errs.join("\n"));
-    }
-    env.release(b.run_id)?;
-    LAST_RELEASED.store(b.run_id, Ordering::Relaxed);
-    // SAFETY: allocated by Box::into_raw in `cancelled_run`; the run is done.
-    drop(unsafe { Box::from_raw(b.rr as *mut RunRec) });
-    env.check_reclaimed()
+    release_checked(env, b, errs)
 }

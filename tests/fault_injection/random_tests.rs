@@ -10,26 +10,40 @@ pub(crate) fn std_cfg() -> WorkerConfig {
     cfg(4 << 20, 16384, 10_000)
 }
 
+/// Two workers with `lanes_a()` and `std_cfg()`: "R" through the Rust API, "C" through the C ABI.
+pub(crate) fn rust_and_c_envs() -> Vec<Env> {
+    vec![
+        Env::new_rust("R", lanes_a(), std_cfg()),
+        Env::new_c("C", lanes_a(), std_cfg()),
+    ]
+}
+
+/// Build one random run with failing nodes (`build_failing`) and check it (`check_failing`);
+/// on failure, the message and, if it was built, the run for the dump.
+fn build_and_check(
+    env: &Env,
+    seed: u64,
+    no_fail: bool,
+    sweep: bool,
+    t: &mut Totals,
+) -> Result<(), BuildErr> {
+    let b = build_failing(env, seed, no_fail, sweep, t)?;
+    check_failing(env, &b, t).map_err(|m| Box::new((m, Some(b))))
+}
+
 /// Part 1: random graphs with failing nodes, half through the Rust API (gated wiring checks,
 /// consumed-producer consumers), half through the C ABI.
 #[test]
 fn random_failing_dags() {
     let _g = serial();
     let t0 = Instant::now();
-    let envs = vec![
-        Env::new_rust("R", lanes_a(), std_cfg()),
-        Env::new_c("C", lanes_a(), std_cfg()),
-    ];
+    let envs = rust_and_c_envs();
     let mut t = Totals::default();
     let runs = fault_runs();
     for seed in run_seeds(1, runs) {
         let env = &envs[(seed >> 7) as usize % 2];
-        let b = match build_failing(env, seed, false, false, &mut t) {
-            Ok(b) => b,
-            Err(x) => fail_test("random_failing_dags", &x.0, x.1.as_ref(), envs),
-        };
-        if let Err(m) = check_failing(env, &b, &mut t) {
-            fail_test("random_failing_dags", &m, Some(&b), envs);
+        if let Err(x) = build_and_check(env, seed, false, false, &mut t) {
+            fail_test("random_failing_dags", &x.0, x.1.as_ref(), envs);
         }
     }
     report("random_failing_dags", &t, t0);
@@ -61,10 +75,7 @@ fn random_failing_dags() {
 fn orchestration_failure_cancels_unstarted() {
     let _g = serial();
     let t0 = Instant::now();
-    let envs = vec![
-        Env::new_rust("R", lanes_a(), std_cfg()),
-        Env::new_c("C", lanes_a(), std_cfg()),
-    ];
+    let envs = rust_and_c_envs();
     let mut t = Totals::default();
     for seed in run_seeds(2, (fault_runs() / 4).max(1)) {
         let via = match seed % 3 {
@@ -95,24 +106,17 @@ fn orchestration_failure_cancels_unstarted() {
 fn late_invalid_arguments_leave_nothing() {
     let _g = serial();
     let t0 = Instant::now();
-    let envs = vec![
-        Env::new_rust("R", lanes_a(), std_cfg()),
-        Env::new_c("C", lanes_a(), std_cfg()),
-    ];
+    let envs = rust_and_c_envs();
     let mut t = Totals::default();
     for seed in run_seeds(3, (fault_runs() / 30).max(2)) {
         let env = &envs[(seed & 1) as usize];
-        let b = match build_failing(env, seed, true, true, &mut t) {
-            Ok(b) => b,
-            Err(x) => fail_test(
+        if let Err(x) = build_and_check(env, seed, true, true, &mut t) {
+            fail_test(
                 "late_invalid_arguments_leave_nothing",
                 &x.0,
                 x.1.as_ref(),
                 envs,
-            ),
-        };
-        if let Err(m) = check_failing(env, &b, &mut t) {
-            fail_test("late_invalid_arguments_leave_nothing", &m, Some(&b), envs);
+            );
         }
     }
     report("late_invalid_arguments_leave_nothing", &t, t0);

@@ -40,13 +40,7 @@ fn rs_err(e: dagrt::error::Error) -> ApiErr {
 
 impl Env {
     pub(crate) fn new_rust(name: &'static str, lanes: Lanes, cfg: WorkerConfig) -> Env {
-        let mut worker = Worker::new(cfg).expect("Worker::new");
-        for &id in &lanes.nl {
-            worker.add_next_level_lane(id).expect("add_next_level_lane");
-        }
-        worker.add_sub_lanes(lanes.subs).expect("add_sub_lanes");
-        worker.init().expect("init");
-        let engine = worker.engine().expect("engine").clone();
+        let (worker, engine) = started_worker(cfg, &lanes);
         Env {
             name,
             lanes,

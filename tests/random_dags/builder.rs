@@ -76,9 +76,8 @@ impl<'a> Builder<'a> {
         self.o
             .scope_begin()
             .map_err(|e| format!("scope_begin at depth {}: {e}", self.depth()))?;
-        self.frames.push(Vec::new());
-        self.ops.push(Op::Begin(self.depth()));
-        self.totals.max_depth = self.totals.max_depth.max(self.depth());
+        let d = begin_frame(&mut self.frames, &mut self.ops);
+        self.totals.max_depth = self.totals.max_depth.max(d);
         Ok(())
     }
 
@@ -131,12 +130,6 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn new_buf(&mut self, name: String, base: u64, len: u64, layout: Layout, writer: usize) {
-        let level = self.depth();
-        self.bufs
-            .push(Buf::owned(name, base, len, layout, level, writer));
-    }
-
     fn gen_member(&mut self, node: usize, m: usize) -> Member {
         let (tensors, bufs) = gen_tensors(&mut self.rng, &self.bufs);
         let nodes = &self.nodes;
@@ -158,11 +151,7 @@ impl<'a> Builder<'a> {
             return Err("generator produced too many nodes".into());
         }
         let kind = gen_kind(&mut self.rng, &self.env.lanes);
-        let n = match &kind {
-            Kind::NlGroup(ids) => ids.len(),
-            Kind::SubGroup(k) => *k,
-            _ => 1,
-        };
+        let n = kind.members();
         let mut members: Vec<Member> = (0..n).map(|m| self.gen_member(idx, m)).collect();
 
         // Reference model (`common::model_required`).
@@ -182,7 +171,7 @@ impl<'a> Builder<'a> {
             .map(|(&p, _)| self.nodes[p].slot)
             .collect();
         self.totals.alive_checks += alive.len() as u64;
-        *self.rr.alive[idx].lock().unwrap_or_else(|p| p.into_inner()) = alive;
+        *lock(&self.rr.alive[idx]) = alive;
 
         let cfg0 = self.rng.next();
         let mut config = CallConfig {
@@ -193,23 +182,9 @@ impl<'a> Builder<'a> {
         config.user[0] = cfg0;
         let args: Vec<TaskArgs> = members
             .iter_mut()
-            .map(|m| TaskArgs {
-                tensors: m.tensors.as_mut_ptr(),
-                num_tensors: m.tensors.len() as u32,
-                num_scalars: 4,
-                scalars: m.scalars.as_ptr(),
-                deps: m.deps.as_ptr(),
-                num_deps: m.deps.len() as u32,
-                reserved: 0,
-            })
+            .map(|m| task_args(&mut m.tensors, &m.scalars, &m.deps))
             .collect();
-        let (sk, workers): (SubmitKind, Vec<i32>) = match &kind {
-            Kind::Nl(t) => (SubmitKind::NextLevel, vec![*t]),
-            Kind::NlGroup(ids) => (SubmitKind::NextLevelGroup, ids.clone()),
-            Kind::Sub => (SubmitKind::Sub, vec![]),
-            Kind::SubGroup(_) => (SubmitKind::SubGroup, vec![]),
-            Kind::Alloc => unreachable!(),
-        };
+        let (sk, workers) = kind.submit_kind();
         let h = self
             .o
             .submit(sk, &callable(), &args, &config, &workers)
@@ -222,28 +197,11 @@ impl<'a> Builder<'a> {
             ));
         }
         self.last_slot = Some(h.slot);
+        let level = self.depth();
         for (mi, m) in members.iter_mut().enumerate() {
             m.hash = hash_tensors(&m.tensors);
-            for ti in 0..m.tensors.len() {
-                if m.bufs[ti] != usize::MAX {
-                    continue;
-                }
-                let t = m.tensors[ti];
-                if t.data.is_null() {
-                    return Err(format!(
-                        "node n{idx}: auto-allocated OUTPUT {ti} of member {mi} was not written back"
-                    ));
-                }
-                let (layout, len) = if t.ndim == 2 {
-                    (Layout::Mat8, 512)
-                } else {
-                    (Layout::Flat, 128)
-                };
-                let name = format!("O{idx}.{mi}.{ti}");
-                self.new_buf(name, t.data as u64, len, layout, idx);
-                m.bufs[ti] = self.bufs.len() - 1;
-                self.totals.autos += 1;
-            }
+            self.totals.autos +=
+                adopt_autos(&mut self.bufs, &m.tensors, &mut m.bufs, idx, mi, level)?;
         }
         self.totals.nodes += 1;
         self.totals.members += n as u64;
@@ -273,27 +231,17 @@ impl<'a> Builder<'a> {
     pub(crate) fn submit_alloc(&mut self) -> Result<(), String> {
         self.make_room()?;
         let idx = self.nodes.len();
-        let (shape, dtype, layout): (Vec<u64>, DataType, Layout) = match self.rng.below(4) {
-            0 => (vec![8, 8], DataType::U64, Layout::Mat8),
-            1 => (vec![16], DataType::U64, Layout::Flat),
-            2 => (vec![32], DataType::U32, Layout::Flat),
-            _ => (vec![100], DataType::U8, Layout::Flat),
-        };
+        let (shape, dtype, layout) = gen_alloc(&mut self.rng);
         let (ptr, h) = self
             .o
             .alloc(&shape, dtype as u32)
             .map_err(|e| format!("alloc of node n{idx} failed: {e}"))?;
-        if ptr.is_null() || (ptr as u64) % 1024 != 0 {
-            return Err(format!(
-                "alloc of node n{idx} returned {ptr:?}, not 1024-aligned"
-            ));
-        }
+        let buf = alloc_buf(idx, ptr, &shape, dtype, layout, self.depth())?;
         if h.run_id != self.run_id {
             return Err(format!("alloc n{idx}: handle names run {}", h.run_id));
         }
         self.last_slot = Some(h.slot);
-        let len = shape.iter().product::<u64>() * dtype_size(dtype as u32).expect("dtype");
-        self.new_buf(format!("A{idx}"), ptr as u64, len, layout, idx);
+        self.bufs.push(buf);
         self.nodes.push(Node {
             kind: Kind::Alloc,
             slot: h.slot,
@@ -354,7 +302,7 @@ impl<'a> Builder<'a> {
                 any_task = true;
                 self.totals.wiring_checks += 1;
                 let s = e.slots.get(pn.slot);
-                let g = s.core.sync.lock().unwrap_or_else(|x| x.into_inner());
+                let g = lock(&s.core.sync);
                 if g.id != pn.slot {
                     errs.push(format!(
                         "gated: producer n{p} (slot {}) is no longer in its slot (holds {}) before anything finished",

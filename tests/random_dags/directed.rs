@@ -6,6 +6,31 @@ use super::*;
 // ---------------------------------------------------------------------------------------
 // Tests: directed
 
+/// Submit one SUB task with the one tensor `t` and the executor's scalars `scalars` ([RunRec
+/// address, node, member, spin]).
+fn sub_one(
+    o: &mut Orchestrator,
+    t: &mut Tensor,
+    scalars: &[u64; 4],
+) -> Result<TaskHandle, dagrt::error::Error> {
+    let args = TaskArgs {
+        tensors: t,
+        num_tensors: 1,
+        num_scalars: 4,
+        scalars: scalars.as_ptr(),
+        deps: std::ptr::null(),
+        num_deps: 0,
+        reserved: 0,
+    };
+    o.submit(
+        SubmitKind::Sub,
+        &callable(),
+        std::slice::from_ref(&args),
+        &CallConfig::default(),
+        &[],
+    )
+}
+
 /// Submit `writer` (blocked at a closed gate) then `reader` on the same static buffer and
 /// report whether the reader was wired to wait for the writer, as the reference model says
 /// it must (the two views share at least one byte).
@@ -25,37 +50,14 @@ fn wired_after(env: &Env, writer: Tensor, reader: Tensor) -> Result<bool, String
     let mut handles = Vec::new();
     for (i, mut t) in [writer, reader].into_iter().enumerate() {
         let scalars = [rr as u64, i as u64, 0, 0];
-        let args = TaskArgs {
-            tensors: &mut t,
-            num_tensors: 1,
-            num_scalars: 4,
-            scalars: scalars.as_ptr(),
-            deps: std::ptr::null(),
-            num_deps: 0,
-            reserved: 0,
-        };
-        let h = o
-            .submit(
-                SubmitKind::Sub,
-                &callable(),
-                std::slice::from_ref(&args),
-                &CallConfig::default(),
-                &[],
-            )
-            .map_err(|e| e.to_string())?;
+        let h = sub_one(&mut o, &mut t, &scalars).map_err(|e| e.to_string())?;
         handles.push(h);
     }
     o.close_run_submission(run).map_err(|e| e.to_string())?;
     drop(o);
     let e = &env.engine;
     let wired = {
-        let g = e
-            .slots
-            .get(handles[0].slot)
-            .core
-            .sync
-            .lock()
-            .unwrap_or_else(|x| x.into_inner());
+        let g = lock(&e.slots.get(handles[0].slot).core.sync);
         g.consumers.iter().any(|x| x.slot == handles[1].slot)
     };
     let reader_state = e.slots.get(handles[1].slot).core.state();
@@ -150,22 +152,7 @@ fn task_window_not_blocked_by_one_long_lived_slot() {
         let mut t = tensor(buf as u64, 0, DataType::U64, &[16], &[]);
         t.tag = Tag::Input as u32;
         let scalars = [rr as u64, i as u64, 0, 0];
-        let args = TaskArgs {
-            tensors: &mut t,
-            num_tensors: 1,
-            num_scalars: 4,
-            scalars: scalars.as_ptr(),
-            deps: std::ptr::null(),
-            num_deps: 0,
-            reserved: 0,
-        };
-        let r = o.submit(
-            SubmitKind::Sub,
-            &callable(),
-            std::slice::from_ref(&args),
-            &CallConfig::default(),
-            &[],
-        );
+        let r = sub_one(&mut o, &mut t, &scalars);
         o.scope_end().expect("scope_end");
         if let Err(e) = r {
             failure = Some(format!(

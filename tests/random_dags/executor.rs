@@ -44,10 +44,7 @@ impl RunRec {
         }
     }
     fn error(&self, msg: String) {
-        self.errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(msg);
+        lock(&self.errors).push(msg);
     }
 }
 
@@ -99,10 +96,10 @@ unsafe extern "C" fn exec(task: *const TaskView, _user: *mut c_void) -> i32 {
     let cfg0 = unsafe { v.config.as_ref() }.map_or(u64::MAX, |c| c.user[0]);
     r.cfg0.store(cfg0, Ordering::Relaxed);
     {
-        let alive = rr.alive[node].lock().unwrap_or_else(|p| p.into_inner());
+        let alive = lock(&rr.alive[node]);
         for &p in alive.iter() {
             let s = rr.engine.slots.get(p);
-            let id = s.core.sync.lock().unwrap_or_else(|x| x.into_inner()).id;
+            let id = lock(&s.core.sync).id;
             let st = s.core.state();
             if id != p || st != COMPLETED {
                 rr.error(format!(
@@ -116,15 +113,7 @@ unsafe extern "C" fn exec(task: *const TaskView, _user: *mut c_void) -> i32 {
     while !rr.gate_open.load(Ordering::Acquire) {
         std::thread::yield_now();
     }
-    match sc[3] {
-        0 => {}
-        SPIN_YIELD => std::thread::yield_now(),
-        n => {
-            for _ in 0..n {
-                std::hint::spin_loop();
-            }
-        }
-    }
+    spin(sc[3]);
     r.end
         .store(SEQ.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
     0

@@ -13,52 +13,28 @@ fn dump(b: &Built) -> String {
         "--- run seed {:#x} on worker {} (lanes {:?}), run id {}, gated {}; replay with DAGRT_STRESS_ONLY={:#x}",
         b.seed, b.env_name, b.lanes, b.run_id, b.gated, b.seed
     );
-    for op in &b.ops {
-        if let Some(line) = op.dump_line() {
-            let _ = writeln!(s, "{line}");
+    dump_ops(&mut s, &b.ops, |s, i| {
+        let n = &b.nodes[i];
+        if let Some((shape, dtype)) = &n.alloc {
+            let _ = writeln!(
+                s,
+                "n{i} slot {} = alloc(shape {shape:?}, dtype {dtype}) at depth {} -> buffer A{i}",
+                n.slot, n.level
+            );
+            return;
         }
-        match op {
-            Op::Begin(_) | Op::End(_) | Op::Note(_) => {}
-            Op::Node(i) => {
-                let n = &b.nodes[*i];
-                if let Some((shape, dtype)) = &n.alloc {
-                    let _ = writeln!(
-                        s,
-                        "n{i} slot {} = alloc(shape {shape:?}, dtype {dtype}) at depth {} -> buffer A{i}",
-                        n.slot, n.level
-                    );
-                    continue;
-                }
-                let _ = writeln!(
-                    s,
-                    "n{i} slot {} = {:?} at depth {}; deps {:?}; required {:?}",
-                    n.slot,
-                    n.kind,
-                    n.level,
-                    n.deps
-                        .iter()
-                        .map(|&(p, r)| format!(
-                            "{}(n{p})",
-                            if r { "add_dep" } else { "add_dep_wait" }
-                        ))
-                        .collect::<Vec<_>>(),
-                    n.req
-                        .iter()
-                        .map(|(&p, &r)| format!("n{p}{}", if r { "" } else { "(wait)" }))
-                        .collect::<Vec<_>>()
-                );
-                for (mi, m) in n.members.iter().enumerate() {
-                    let ts: Vec<String> = m
-                        .tensors
-                        .iter()
-                        .zip(&m.bufs)
-                        .map(|(t, &bi)| describe_tensor(t, &b.bufs, bi))
-                        .collect();
-                    let _ = writeln!(s, "    member {mi}: {}", ts.join(", "));
-                }
-            }
-        }
-    }
+        let _ = writeln!(
+            s,
+            "n{i} slot {} = {:?} at depth {}; deps {:?}; required {:?}",
+            n.slot,
+            n.kind,
+            n.level,
+            dep_names(&n.deps),
+            req_names(&n.req)
+        );
+        let members = n.members.iter().map(|m| (&m.tensors[..], &m.bufs[..]));
+        dump_members(s, members, &b.bufs);
+    });
     s
 }
 
@@ -74,14 +50,7 @@ pub(crate) fn finish(env: &Env, b: &Built) -> Result<(), String> {
         let mut states = Vec::new();
         for (i, n) in b.nodes.iter().enumerate() {
             let st = e.slots.get(n.slot).core.state();
-            let id = e
-                .slots
-                .get(n.slot)
-                .core
-                .sync
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .id;
+            let id = lock(&e.slots.get(n.slot).core.sync).id;
             if id == n.slot {
                 states.push(format!("n{i}:{}", state_name(st)));
             }
@@ -95,7 +64,7 @@ pub(crate) fn finish(env: &Env, b: &Built) -> Result<(), String> {
     // SAFETY: the run's fence is zero: every slot was consumed, so every executor of the run
     // has returned and no lane reads the RunRec any more.
     let rr = unsafe { &*b.rr };
-    let mut errs = rr.errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut errs = lock(&rr.errors).clone();
     if let Err(m) = run.result() {
         errs.push(format!("run failed: {m:?}"));
     }

@@ -38,7 +38,7 @@ use dagrt::error::Status;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::slot::{state_name, COMPLETED, PENDING};
 use dagrt::task::{
-    dtype_size, CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
+    CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
 };
 use dagrt::worker::{Engine, Worker, WorkerConfig};
 use std::collections::BTreeMap;

@@ -6,6 +6,26 @@ use super::*;
 // ---------------------------------------------------------------------------------------
 // Tests
 
+/// The runs of `seeds` one after the other on `env`, built with `opts`: each is finished and
+/// checked, and the worker must be left with nothing; the first failure ends test `what` with
+/// the run's dump. Then the totals are reported (timed from `t0`).
+fn runs_on_one_worker(what: &str, t0: Instant, env: Env, seeds: Vec<u64>, opts: Opts) {
+    let mut t = Totals::default();
+    for seed in seeds {
+        let b = match build(&env, seed, opts, None, &mut t) {
+            Ok(b) => b,
+            Err(x) => fail(what, &x.0, x.1.as_ref(), vec![env]),
+        };
+        if let Err(m) = finish(&env, &b) {
+            fail(what, &m, Some(&b), vec![env]);
+        }
+        if let Err(m) = env.check_reclaimed() {
+            fail(what, &m, Some(&b), vec![env]);
+        }
+    }
+    report(what, &t, t0);
+}
+
 /// One worker (NEXT_LEVEL lanes 3, 17, 42 and 2 SUB lanes), DAGRT_STRESS_RUNS runs.
 #[test]
 fn random_dags_single_worker() {
@@ -17,20 +37,8 @@ fn random_dags_single_worker() {
         gating: true,
         scope_errors: true,
     };
-    let mut t = Totals::default();
-    for seed in run_seeds(1, stress_runs()) {
-        let b = match build(&env, seed, opts, None, &mut t) {
-            Ok(b) => b,
-            Err(x) => fail("random_dags_single_worker", &x.0, x.1.as_ref(), vec![env]),
-        };
-        if let Err(m) = finish(&env, &b) {
-            fail("random_dags_single_worker", &m, Some(&b), vec![env]);
-        }
-        if let Err(m) = env.check_reclaimed() {
-            fail("random_dags_single_worker", &m, Some(&b), vec![env]);
-        }
-    }
-    report("random_dags_single_worker", &t, t0);
+    let seeds = run_seeds(1, stress_runs());
+    runs_on_one_worker("random_dags_single_worker", t0, env, seeds, opts);
 }
 
 /// Three workers with different lanes; each round builds 2-5 runs on randomly chosen
@@ -131,18 +139,6 @@ fn random_dags_tiny_window() {
         gating: false,
         scope_errors: false,
     };
-    let mut t = Totals::default();
-    for seed in run_seeds(3, (stress_runs() / 4).max(1)) {
-        let b = match build(&env, seed, opts, None, &mut t) {
-            Ok(b) => b,
-            Err(x) => fail("random_dags_tiny_window", &x.0, x.1.as_ref(), vec![env]),
-        };
-        if let Err(m) = finish(&env, &b) {
-            fail("random_dags_tiny_window", &m, Some(&b), vec![env]);
-        }
-        if let Err(m) = env.check_reclaimed() {
-            fail("random_dags_tiny_window", &m, Some(&b), vec![env]);
-        }
-    }
-    report("random_dags_tiny_window", &t, t0);
+    let seeds = run_seeds(3, (stress_runs() / 4).max(1));
+    runs_on_one_worker("random_dags_tiny_window", t0, env, seeds, opts);
 }

@@ -17,13 +17,7 @@ pub(crate) struct Env {
 
 impl Env {
     pub(crate) fn new(name: &'static str, lanes: Lanes, cfg: WorkerConfig) -> Env {
-        let mut worker = Worker::new(cfg).expect("Worker::new");
-        for &id in &lanes.nl {
-            worker.add_next_level_lane(id).expect("add_next_level_lane");
-        }
-        worker.add_sub_lanes(lanes.subs).expect("add_sub_lanes");
-        worker.init().expect("init");
-        let engine = worker.engine().expect("engine").clone();
+        let (worker, engine) = started_worker(cfg, &lanes);
         let statics = static_storage();
         Env {
             name,
