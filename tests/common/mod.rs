@@ -597,6 +597,16 @@ pub fn dump_members<'a>(
     }
 }
 
+/// A failure dump's line for alloc() node `i` (slot `slot`, `(shape, dtype)`, at scope depth
+/// `level`), whose buffer is `A<i>`.
+pub fn dump_alloc(s: &mut String, i: usize, slot: u64, alloc: &(Vec<u64>, u32), level: usize) {
+    let (shape, dtype) = alloc;
+    let _ = writeln!(
+        s,
+        "n{i} slot {slot} = alloc(shape {shape:?}, dtype {dtype}) at depth {level} -> buffer A{i}"
+    );
+}
+
 /// A node's explicit deps `(node, retain)` as a failure dump names them.
 pub fn dep_names(deps: &[(usize, bool)]) -> Vec<String> {
     deps.iter()

@@ -52,16 +52,8 @@ pub(crate) fn sub1(
     mode: u64,
     hold: bool,
 ) -> Result<TaskHandle, String> {
-    let mut m = member(rr, node, 0, tensors, deps, mode, hold);
-    let args = [m.args()];
-    o.submit(
-        SubmitKind::Sub,
-        &callable(),
-        &args,
-        &CallConfig::default(),
-        &[],
-    )
-    .map_err(|e| format!("submit of n{node}: {e:?}"))
+    let m = member(rr, node, 0, tensors, deps, mode, hold);
+    submit1(o, node, m, SubmitKind::Sub, &[])
 }
 
 /// Submit one NEXT_LEVEL task of `node` (member 0, no tensors or deps) on lane `lane`.
@@ -72,16 +64,21 @@ pub(crate) fn nl1(
     lane: i32,
     hold: bool,
 ) -> Result<TaskHandle, String> {
-    let mut m = member(rr, node, 0, vec![], vec![], FAIL_NONE, hold);
+    let m = member(rr, node, 0, vec![], vec![], FAIL_NONE, hold);
+    submit1(o, node, m, SubmitKind::NextLevel, &[lane])
+}
+
+/// Submit `node`'s one member `m` as a task of `kind` (on `lanes`, for NEXT_LEVEL).
+fn submit1(
+    o: &mut Orch<'_>,
+    node: usize,
+    mut m: Member,
+    kind: SubmitKind,
+    lanes: &[i32],
+) -> Result<TaskHandle, String> {
     let args = [m.args()];
-    o.submit(
-        SubmitKind::NextLevel,
-        &callable(),
-        &args,
-        &CallConfig::default(),
-        &[lane],
-    )
-    .map_err(|e| format!("submit of n{node}: {e:?}"))
+    o.submit(kind, &callable(), &args, &CallConfig::default(), lanes)
+        .map_err(|e| format!("submit of n{node}: {e:?}"))
 }
 
 pub(crate) fn ran(rr: &RunRec, node: usize) -> bool {

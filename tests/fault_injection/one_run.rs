@@ -33,13 +33,8 @@ fn dump(b: &Built) -> String {
     );
     dump_ops(&mut s, &b.ops, |s, i| {
         let n = &b.nodes[i];
-        if let Some((shape, dtype)) = &n.alloc {
-            let _ = writeln!(
-                s,
-                "n{i} slot {} = alloc(shape {shape:?}, dtype {dtype}) at depth {} -> A{i}",
-                n.slot, n.level
-            );
-            return;
+        if let Some(alloc) = &n.alloc {
+            return dump_alloc(s, i, n.slot, alloc, n.level);
         }
         let extra: Vec<usize> = n
             .may
