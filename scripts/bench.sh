@@ -28,7 +28,8 @@
 # bench executable every round ran), dagrt.rN.jsonl (one JSON
 # object per measurement) and dagrt.rN.log, peers.rN.txt and peers.rN.log (raw run.sh
 # output), table.txt (what is printed) and summary.json (machine-readable summary), pairs.jsonl
-# and pairs.txt (the tight pairs).
+# and pairs.txt (the tight pairs), host.txt (scripts/host_probe.c's ms before and after each
+# part: the host's phase, which bench_compare.py reports per round).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -67,22 +68,30 @@ cp "$exe" "$out/workloads-bench"
     if [ -z "$d" ]; then echo "src vs HEAD: clean"; else echo "src vs HEAD: dirty, diff sha256 $(printf '%s' "$d" | sha256sum | cut -c1-16)"; fi
 } >> "$out/env.txt"
 
+# The host's speed before and after each part ("<part> <before|after> <ms>" lines).
+cc -O2 -o "$out/host_probe" "$root/scripts/host_probe.c"
+probe() { echo "$1 $2 $("$out/host_probe")" >> "$out/host.txt"; }
+
 run_dagrt() {
     echo "== round $1: dagrt bench ${*:2}" >&2
+    probe "r$1.dagrt" before
     "$out/workloads-bench" "${@:2}" > "$out/dagrt.r$1.jsonl" 2> "$out/dagrt.r$1.log" || {
         tail -20 "$out/dagrt.r$1.log" >&2
         exit 1
     }
+    probe "r$1.dagrt" after
 }
 
 run_peers() {
     [ "$PEERS" = 1 ] || return 0
     echo "== round $1: peers ($PEERS_DIR/run.sh, PY=${PY:-0})" >&2
+    probe "r$1.peers" before
     PY=${PY:-0} PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
         "$PEERS_DIR/run.sh" > "$out/peers.r$1.txt" 2> "$out/peers.r$1.log" || {
         tail -20 "$out/peers.r$1.log" >&2
         exit 1
     }
+    probe "r$1.peers" after
 }
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -100,8 +109,11 @@ python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
 
 if [ "$PEERS" = 1 ] && [ "${PAIRS:-10}" -gt 0 ]; then
     echo "== ${PAIRS:-10} tight pairs (log: $out/pairs.log)" >&2
+    probe pairs before
     PAIRS=${PAIRS:-10} PEERS_DIR=$PEERS_DIR PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
         "$root/scripts/bench_pairs.sh" "$out" "$out/workloads-bench" 2> "$out/pairs.log"
+    probe pairs after
+    echo "host probe around the pairs: $(grep '^pairs ' "$out/host.txt" | awk '{printf "%s %s ms  ", $2, $3}')"
 fi
 
 if [ "${CHOL:-1}" = 1 ]; then
@@ -113,6 +125,7 @@ if [ "${CHOL:-1}" = 1 ]; then
     . "$root/scripts/chol_peers.sh"
     chol_peers_build 2 "$out/chol_build.log"
     : > "$out/chol.txt"
+    probe chol before
     # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
     # by a block of peer reps compares two different machines.
@@ -132,6 +145,8 @@ if [ "${CHOL:-1}" = 1 ]; then
             done
         done
     done
+    probe chol after
+    echo "host probe around the Cholesky reps: $(grep '^chol ' "$out/host.txt" | awk '{printf "%s %s ms  ", $2, $3}')"
     python3 - "$out/chol.txt" <<'PY' | tee "$out/chol_table.txt"
 import collections, statistics, sys
 runs = collections.defaultdict(list)

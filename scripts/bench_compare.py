@@ -149,8 +149,34 @@ def main():
                   f"{r['ns_per_task_median']:.0f} [{r['ns_per_task_min']:.0f}-{r['ns_per_task_max']:.0f}]"
                   f"  submit {r['submit_ns_per_task_median']:.0f}"
                   + (f"  reducer submit {red / 1e6:.1f} ms" if red else ""))
+    host = host_phases(d)
+    if host:
+        summary["host_probe_ms"] = host
+        fastest = min(v for part in host.values() for v in part.values())
+        print("host probe (scripts/host_probe.c, ms; more is a slower phase of the host), "
+              "before-after each half:")
+        for rnd in sorted({k.split(".")[0] for k in host}, key=lambda r: int(r[1:])):
+            halves = {h: host.get(f"{rnd}.{h}", {}) for h in ("dagrt", "peers")}
+            cells = "  ".join(f"{h} {v.get('before', float('nan')):.0f}-{v.get('after', float('nan')):.0f}"
+                              for h, v in halves.items() if v)
+            worst = max((v for h in halves.values() for v in h.values()), default=fastest)
+            note = ("  <- mixed: ran in part at %.1fx the fastest phase; its ratio compares two "
+                    "hosts" % (worst / fastest)) if worst > 1.3 * fastest else ""
+            print(f"  round {rnd[1:]}: {cells}{note}")
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
+
+
+def host_phases(d):
+    """host.txt as {part: {"before": ms, "after": ms}} for the rounds' parts (r1.dagrt ...)."""
+    path = os.path.join(d, "host.txt")
+    res = {}
+    if os.path.exists(path):
+        for line in open(path):
+            p = line.split()
+            if len(p) == 3 and re.fullmatch(r"r\d+\.(dagrt|peers)", p[0]):
+                res.setdefault(p[0], {})[p[1]] = float(p[2])
+    return res
 
 
 def round_of(path):
