@@ -1,0 +1,158 @@
+//! The comparison scripts behind `scripts/bench.sh` on made-up results, where the right answer
+//! is known: `bench_compare.py` (medians over rounds, dagrt / best peer overall and per round,
+//! the host probe's mixed rounds, summary.json) and `bench_pairs.py` (the median and quartiles
+//! of per-pair ratios, each against that pair's best peer). Needs python3 (command 2's machine
+//! has it).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dagrt-bench-scripts-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn python(script: &str, args: &[&Path], extra: &[&str]) -> String {
+    let out = Command::new("python3")
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("scripts")
+                .join(script),
+        )
+        .args(args)
+        .args(extra)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// One line of the workloads bench's output.
+fn dagrt_line(w: &str, kind: &str, median: f64) -> String {
+    serde_json::json!({
+        "workload": w, "lanes": 2, "lane_kind": kind, "threads": 4, "tasks": 100000,
+        "window": 131072, "reps": 5, "ns_per_task_median": median,
+        "ns_per_task_min": median - 10.0, "ns_per_task_max": median + 10.0,
+        "submit_ns_per_task_median": median - 5.0, "samples_ns": [],
+    })
+    .to_string()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn compare_takes_medians_over_rounds_and_marks_mixed_rounds() {
+    let d = scratch("compare");
+    // Round 1: dagrt 100 (sub; next is slower), OpenMP 200, TBB 250 -> 0.50.
+    // Round 2: dagrt 120, OpenMP 300, TBB 150 -> 0.80.
+    // Round 3: dagrt 110, OpenMP 220, TBB 400 -> 0.50.
+    let rounds = [
+        (100.0, 200.0, 250.0),
+        (120.0, 300.0, 150.0),
+        (110.0, 220.0, 400.0),
+    ];
+    for (i, &(ours, omp, tbb)) in rounds.iter().enumerate() {
+        let r = i + 1;
+        let lines = [
+            dagrt_line("W1", "sub", ours),
+            dagrt_line("W1", "next", ours * 2.0),
+        ];
+        std::fs::write(d.join(format!("dagrt.r{r}.jsonl")), lines.join("\n") + "\n").unwrap();
+        let peers = format!(
+            "# peer workload N ns\nomp-t2 W1 100000 {omp}\ntbb-t2 W1 100000 {tbb}\n\
+             omp-t1 W1 100000 1\nphys atomic_pingpong_oneway 1 30\n"
+        );
+        std::fs::write(d.join(format!("peers.r{r}.txt")), peers).unwrap();
+    }
+    // Round 2's peers half ends in a slow phase (2.9x the fastest probe).
+    std::fs::write(
+        d.join("host.txt"),
+        "r1.dagrt before 55.0\nr1.dagrt after 54.5\nr1.peers before 55.1\nr1.peers after 54.9\n\
+         r2.peers before 55.0\nr2.peers after 160.2\nr2.dagrt before 54.6\nr2.dagrt after 54.4\n\
+         r3.dagrt before 54.8\nr3.dagrt after 55.2\nr3.peers before 54.7\nr3.peers after 55.0\n\
+         pairs before 54.0\n",
+    )
+    .unwrap();
+    let table = python("bench_compare.py", &[&d], &[]);
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    let w1 = &s["workloads"]["W1"];
+    assert_eq!(w1["dagrt_best_kind"], "sub", "{table}");
+    assert!(close(w1["dagrt_best"].as_f64().unwrap(), 110.0), "{w1}");
+    // Medians over rounds: OpenMP 220, TBB 250; the -t1 peer is not compared at 2 lanes.
+    assert_eq!(w1["best_peer"], "omp-t2", "{w1}");
+    assert!(
+        close(w1["ratio_dagrt_over_best_peer"].as_f64().unwrap(), 0.5),
+        "{w1}"
+    );
+    let per_round: Vec<f64> = w1["ratio_per_round"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(per_round.len(), 3, "{w1}");
+    for (got, want) in per_round.iter().zip([0.5, 0.8, 0.5]) {
+        assert!(close(*got, want), "per round {per_round:?}");
+    }
+    assert!(table.contains("0.50/0.80/0.50"), "{table}");
+    // The mixed round, and only it, is marked.
+    let marked: Vec<&str> = table.lines().filter(|l| l.contains("mixed")).collect();
+    assert_eq!(marked.len(), 1, "{table}");
+    assert!(marked[0].trim_start().starts_with("round 2:"), "{table}");
+    assert!(close(
+        s["host_probe_ms"]["r2.peers"]["after"].as_f64().unwrap(),
+        160.2
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
+    let d = scratch("pairs");
+    let mut lines = Vec::new();
+    // Per pair: dagrt sub, dagrt next (slower throughout), TBB, OpenMP.
+    let pairs = [
+        (100.0, 200.0, 400.0),
+        (150.0, 300.0, 100.0),
+        (120.0, 240.0, 480.0),
+        (90.0, 450.0, 180.0),
+    ];
+    for (p, &(sub, tbb, omp)) in pairs.iter().enumerate() {
+        for (who, v) in [
+            ("dagrt-sub", sub),
+            ("dagrt-next", sub * 3.0),
+            ("tbb-t2", tbb),
+            ("omp-t2", omp),
+        ] {
+            lines.push(
+                serde_json::json!({"pair": p, "workload": "W1", "who": who,
+                                   "ns_per_task_median": v})
+                .to_string(),
+            );
+        }
+    }
+    let path = d.join("pairs.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let rows: Value = serde_json::from_str(&python("bench_pairs.py", &[&path], &["--json"]))
+        .expect("--json output");
+    let r = &rows[0];
+    assert_eq!(r["dagrt_kind"], "sub", "{r}");
+    assert_eq!(r["pairs"], 4, "{r}");
+    // Ratios against each pair's best peer: 100/200, 150/100, 120/240, 90/180.
+    assert!(close(r["ratio_median"].as_f64().unwrap(), 0.5), "{r}");
+    assert!(close(r["ratio_min"].as_f64().unwrap(), 0.5), "{r}");
+    assert!(close(r["ratio_max"].as_f64().unwrap(), 1.5), "{r}");
+    assert_eq!(r["best_peer_counts"]["tbb-t2"], 2, "{r}");
+    assert_eq!(r["best_peer_counts"]["omp-t2"], 2, "{r}");
+    let _ = std::fs::remove_dir_all(&d);
+}
