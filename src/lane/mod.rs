@@ -31,14 +31,20 @@ pub struct Completion {
     pub lane: u32,
     pub slot: SlotId,
     pub member: u32,
-    pub failure: Option<Arc<str>>,
-    /// With a failure, its ticket (`Engine::failure_tickets`): lower is earlier.
-    pub ticket: u32,
+    pub failure: Option<Failure>,
     /// How long the executor ran, in ns (sizes the lane's mailbox depth); None when the job
     /// was not timed (skipped, or one of a run of tiny jobs: see `lane::thread::TIME_EVERY`).
     pub ns: Option<u64>,
     /// The lane lost the claim of an unclaimed job (it was cancelled): nothing ran.
     pub skipped: bool,
+}
+
+/// A job's failure: its message, and the ticket the lane took from `Engine::failure_tickets`
+/// when the job failed (`earlier_ticket` orders them).
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub msg: Arc<str>,
+    pub ticket: u32,
 }
 
 /// Whether failure ticket `a` was taken before `b` (tickets wrap; the failures compared are

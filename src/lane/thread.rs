@@ -86,12 +86,12 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
         } else {
             (None, None)
         };
-        let ticket = if failure.is_some() {
-            e.failure_tickets
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        } else {
-            0
-        };
+        let failure = failure.map(|msg| super::Failure {
+            msg,
+            ticket: e
+                .failure_tickets
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        });
         // After a job long enough to have evicted them, warm what the pass this lane runs
         // next touches first: the scheduler role and this slot (see `complete_task`). After
         // tiny jobs they are still warm, and asking for the role's lines could take them
@@ -108,7 +108,6 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
                 slot: job.slot,
                 member: job.member,
                 failure,
-                ticket,
                 ns,
                 skipped: !ran,
             },

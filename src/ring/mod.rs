@@ -17,7 +17,6 @@ use crate::slot::{SlotCore, SlotId};
 use crate::task::{CallConfig, Tensor};
 use smallvec::SmallVec;
 use std::cell::UnsafeCell;
-use std::sync::Arc;
 
 pub const MAX_RING_DEPTH: usize = 4;
 pub const HEAP_ALIGN: u64 = 1024;
@@ -76,11 +75,10 @@ pub struct SlotData {
     pub members: SmallVec<[MemberArgs; 1]>,
     /// Producers this slot holds a lifetime reference on (released when it finishes).
     pub producers: SmallVec<[SlotId; 2]>,
-    /// Group aggregation (scheduler only): members not yet terminal, and the first failure
-    /// with its ticket (`Engine::failure_tickets`).
+    /// Group aggregation (scheduler only): members not yet terminal, and the earliest
+    /// member failure.
     pub members_left: u32,
-    pub member_ticket: u32,
-    pub member_failure: Option<Arc<str>>,
+    pub member_failure: Option<crate::lane::Failure>,
 }
 
 impl Default for SlotData {
@@ -98,7 +96,6 @@ impl Default for SlotData {
             outputs: SmallVec::new(),
             heap: None,
             members_left: 0,
-            member_ticket: 0,
             member_failure: None,
         }
     }

@@ -3,6 +3,7 @@
 //! orchestrator thread for the paths the seed gives it (scope_end releases, a submit that
 //! wired onto a failed producer).
 
+use crate::lane::Failure;
 use crate::run::RunRef;
 use crate::scheduler::queues::ReadyQueues;
 use crate::slot::{Claim, Edge, Route, SlotId, ROUTE_GROUP, ROUTE_SINGLE};
@@ -36,19 +37,18 @@ pub fn route(q: &mut ReadyQueues, sid: SlotId, route: Route) {
 /// Aggregate completion of a dispatched slot: COMPLETED or FAILED, consumers released (the
 /// ones this made READY go to `ready`, for the router) or poisoned, producer references
 /// released, then the self-release. Slots that reach CONSUMED go to `reclaim`. `cold`: the
-/// job was long enough to have evicted the slots this touches. `failure`: the message and
-/// the failure's ticket (`Engine::failure_tickets`).
+/// job was long enough to have evicted the slots this touches.
 pub fn complete_task(
     e: &Engine,
     sid: SlotId,
     cold: bool,
-    failure: Option<(Arc<str>, u32)>,
+    failure: Option<Failure>,
     edges: &mut Vec<Edge>,
     ready: &mut Vec<(SlotId, Route)>,
     reclaim: &mut Vec<SlotId>,
 ) {
     let slot = e.slots.get(sid);
-    slot.core.finish(failure.as_ref().map(|(m, _)| m), edges);
+    slot.core.finish(failure.as_ref().map(|f| &f.msg), edges);
     // SAFETY: the slot is terminal and only this thread finishes it; `run` and `producers`
     // are immutable.
     let d = unsafe { slot.data() };
@@ -75,13 +75,13 @@ pub fn complete_task(
                 }
             }
         }
-        Some((msg, ticket)) => {
+        Some(f) => {
             if let Some(r) = run {
                 r.count_failed();
-                r.record_failure(msg, Some(*ticket));
+                r.record_failure(&f.msg, Some(f.ticket));
             }
             let consumers: Vec<SlotId> = edges.drain(..).map(|x| x.slot).collect();
-            poison(e, consumers, msg, reclaim);
+            poison(e, consumers, &f.msg, reclaim);
         }
     }
     retire(e, sid, reclaim);

@@ -439,18 +439,21 @@ impl Sched {
         let failure = if d.group && d.members.len() > 1 {
             // The earliest failure by ticket: a pass drains lane by lane, so a lower lane's
             // completion can come first here though its member failed later.
-            let earlier = crate::lane::earlier_ticket(c.ticket, d.member_ticket);
-            if c.failure.is_some() && (d.member_failure.is_none() || earlier) {
-                d.member_failure = c.failure;
-                d.member_ticket = c.ticket;
+            if let Some(f) = c.failure {
+                if d.member_failure
+                    .as_ref()
+                    .is_none_or(|had| crate::lane::earlier_ticket(f.ticket, had.ticket))
+                {
+                    d.member_failure = Some(f);
+                }
             }
             d.members_left -= 1;
             if d.members_left > 0 {
                 return;
             }
-            d.member_failure.take().map(|m| (m, d.member_ticket))
+            d.member_failure.take()
         } else {
-            c.failure.map(|m| (m, c.ticket))
+            c.failure
         };
         completion::complete_task(
             &self.e,
