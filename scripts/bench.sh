@@ -71,6 +71,10 @@ cp "$exe" "$out/workloads-bench"
 # The host's speed before and after each part ("<part> <before|after> <ms>" lines).
 cc -O2 -o "$out/host_probe" "$root/scripts/host_probe.c"
 probe() { echo "$1 $2 $("$out/host_probe")" >> "$out/host.txt"; }
+# Print part $1's probes, as "$2".
+show_probe() {
+    echo "host probe around $2: $(grep "^$1 " "$out/host.txt" | awk '{printf "%s %s ms  ", $2, $3}')"
+}
 
 run_dagrt() {
     echo "== round $1: dagrt bench ${*:2}" >&2
@@ -113,7 +117,7 @@ if [ "$PEERS" = 1 ] && [ "${PAIRS:-10}" -gt 0 ]; then
     PAIRS=${PAIRS:-10} PEERS_DIR=$PEERS_DIR PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
         "$root/scripts/bench_pairs.sh" "$out" "$out/workloads-bench" 2> "$out/pairs.log"
     probe pairs after
-    echo "host probe around the pairs: $(grep '^pairs ' "$out/host.txt" | awk '{printf "%s %s ms  ", $2, $3}')"
+    show_probe pairs "the pairs"
 fi
 
 if [ "${CHOL:-1}" = 1 ]; then
@@ -146,7 +150,7 @@ if [ "${CHOL:-1}" = 1 ]; then
         done
     done
     probe chol after
-    echo "host probe around the Cholesky reps: $(grep '^chol ' "$out/host.txt" | awk '{printf "%s %s ms  ", $2, $3}')"
+    show_probe chol "the Cholesky reps"
     python3 - "$out/chol.txt" <<'PY' | tee "$out/chol_table.txt"
 import collections, statistics, sys
 runs = collections.defaultdict(list)
