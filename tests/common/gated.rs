@@ -26,7 +26,7 @@ pub unsafe extern "C" fn record(t: *const TaskView, _u: *mut c_void) -> i32 {
     let (r, lane) = unsafe { (&*((*(*t).tensors).data as *const Rec), (*t).worker_id) };
     r.lane.store(lane, Ordering::Release);
     if let Some(g) = r.gate {
-        wait_for(|| g.load(Ordering::Acquire));
+        wait_for(|| g.load(Ordering::Acquire).then_some(()));
     }
     // No clock reads for a job with no busy time: it is to look tiny (PACK_JOB_NS) to the
     // scheduler, also in a debug build on a slow host.
@@ -39,12 +39,15 @@ pub unsafe extern "C" fn record(t: *const TaskView, _u: *mut c_void) -> i32 {
     0
 }
 
-/// Spin until `done`, yielding the core after the first few thousand looks: a lane blocked
-/// at a gate, or the test thread waiting for a task to start, must not keep a core from the
-/// threads under test (there are 2).
-fn wait_for(mut done: impl FnMut() -> bool) {
+/// Spin until `done` has a value, yielding the core after the first few thousand looks: a
+/// lane blocked at a gate, or the test thread waiting for a task to start, must not keep a
+/// core from the threads under test (there are 2).
+fn wait_for<T>(mut done: impl FnMut() -> Option<T>) -> T {
     let mut looks = 0u32;
-    while !done() {
+    loop {
+        if let Some(v) = done() {
+            return v;
+        }
         looks = looks.saturating_add(1);
         if looks < 4096 {
             std::hint::spin_loop();
@@ -105,9 +108,8 @@ pub fn wait_run(what: &str, r: &Rec) -> i32 {
             t0.elapsed() < Duration::from_secs(10),
             "{what} not run in 10 s"
         );
-        r.lane.load(Ordering::Acquire) != 0
-    });
-    r.lane.load(Ordering::Acquire)
+        Some(r.lane.load(Ordering::Acquire)).filter(|&l| l != 0)
+    })
 }
 
 /// A run on a fresh 2-SUB-lane worker: `body` submits into it; then the run is closed and
