@@ -1,9 +1,10 @@
-//! The first failure is the first in time, even when a pass drains the later failure's
-//! completion first: a group stores its earliest member failure (the Scheduler seed: "the
-//! first member failure determines the stored failure") and a run reports its earliest task
-//! failure. A pass drains the lanes' completion rings in lane order, so each test makes the
-//! task on the second lane fail first and the one on the first lane fail second while it
-//! holds the scheduler role, then lets one pass take both.
+//! The first failure is the first in time, whatever order a pass drains the completions in:
+//! a group stores its earliest member failure (the Scheduler seed: "the first member failure
+//! determines the stored failure") and a run reports its earliest task failure. A pass drains
+//! the lanes' completion rings in lane order (0, 1, 2), so each test makes the tasks fail in
+//! the order lane 1, lane 2, lane 0 while it holds the scheduler role, then lets one pass take
+//! all three: keeping the first failure drained would report lane 0's, keeping the last
+//! drained lane 2's; only the earliest in time is lane 1's.
 
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, TaskArgs, TaskView};
@@ -12,29 +13,39 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// What the two tasks of one test do; index 0 runs on lane 0 (worker 10), 1 on lane 1 (20).
+const LANES: usize = 3;
+/// The order in time in which the lanes' tasks fail.
+const FAIL_ORDER: [usize; LANES] = [1, 2, 0];
+
+/// What the tasks of one test do; the task on lane i runs on worker 10 * (i + 1).
 struct Script {
-    started: [AtomicBool; 2],
-    go: [AtomicBool; 2],
+    started: [AtomicBool; LANES],
+    go: [AtomicBool; LANES],
     ran: AtomicU32,
 }
 
 impl Script {
     const fn new() -> Script {
         Script {
-            started: [AtomicBool::new(false), AtomicBool::new(false)],
-            go: [AtomicBool::new(false), AtomicBool::new(false)],
+            started: [const { AtomicBool::new(false) }; LANES],
+            go: [const { AtomicBool::new(false) }; LANES],
             ran: AtomicU32::new(0),
         }
     }
 }
 
-/// The task on worker 10 fails with code 10, the one on worker 20 with code 11, each once
-/// the test lets it.
+/// The worker id of lane `i`.
+fn worker_of(i: usize) -> i32 {
+    10 * (i as i32 + 1)
+}
+
+/// The task on lane i fails with code 10 + i, once the test lets it.
 unsafe extern "C" fn task(t: *const TaskView, u: *mut c_void) -> i32 {
     // SAFETY: `u` is the test's static Script; the view is valid during the call.
     let (s, worker) = unsafe { (&*(u as *const Script), (*t).worker_id) };
-    let i = usize::from(worker == 20);
+    let i = (0..LANES)
+        .find(|&i| worker_of(i) == worker)
+        .expect("a test lane");
     s.started[i].store(true, Ordering::Release);
     while !s.go[i].load(Ordering::Acquire) {
         std::thread::yield_now();
@@ -51,16 +62,17 @@ fn wait_until(what: &str, f: impl Fn() -> bool) {
     }
 }
 
-/// Submit with `submit`, let the task on lane 1 fail before the one on lane 0 while holding
-/// the scheduler role, and return the run's message.
-fn second_lane_fails_first(
+/// Submit with `submit`, let the tasks fail in FAIL_ORDER while holding the scheduler role,
+/// and return the run's message.
+fn fail_out_of_lane_order(
     s: &'static Script,
     name: &str,
     submit: impl FnOnce(&mut dagrt::orchestrator::Orchestrator, &dagrt::callable::Callable),
 ) -> String {
     let mut w = Worker::new(WorkerConfig::default()).unwrap();
-    w.add_next_level_lane(10).unwrap();
-    w.add_next_level_lane(20).unwrap();
+    for i in 0..LANES {
+        w.add_next_level_lane(worker_of(i)).unwrap();
+    }
     w.init().unwrap();
     let c = dagrt::callable::register(
         name,
@@ -78,54 +90,65 @@ fn second_lane_fails_first(
         o.close_run_submission(run).unwrap();
         run
     };
-    wait_until("both tasks start", || {
+    wait_until("every task starts", || {
         s.started.iter().all(|x| x.load(Ordering::Acquire))
     });
     {
-        // Hold the scheduler role: no pass runs until both completions are queued.
+        // Hold the scheduler role: no pass runs until every completion is queued.
         let role = e.sched.lock().unwrap();
-        s.go[1].store(true, Ordering::Release);
-        wait_until("lane 1's completion", || !e.lanes[1].done.is_empty());
-        s.go[0].store(true, Ordering::Release);
-        wait_until("lane 0's completion", || !e.lanes[0].done.is_empty());
+        for i in FAIL_ORDER {
+            s.go[i].store(true, Ordering::Release);
+            wait_until(&format!("lane {i}'s completion"), || {
+                !e.lanes[i].done.is_empty()
+            });
+        }
         drop(role);
     }
     // The lanes' own attempts at a pass failed while the role was held; they woke the
-    // scheduler thread, whose pass takes both.
+    // scheduler thread, whose pass takes all three.
     let r = e.runs.get(run).unwrap();
     assert!(r.wait(Some(Duration::from_secs(10))));
-    assert_eq!(s.ran.load(Ordering::Relaxed), 2);
+    assert_eq!(s.ran.load(Ordering::Relaxed), LANES as u32);
     let (msg, _) = r.result().expect_err("the run failed");
     e.runs.remove_done(run);
     msg.to_string()
 }
 
+/// The run's message names the code of the task that failed first in time.
+fn assert_earliest(msg: &str) {
+    let first = FAIL_ORDER[0];
+    assert!(
+        msg.contains(&format!("code {}", 10 + first)),
+        "the task on lane {first} failed first (code {}), then lanes {:?}; the run reports: \
+         {msg}",
+        10 + first,
+        &FAIL_ORDER[1..]
+    );
+}
+
 #[test]
 fn a_group_stores_its_earliest_member_failure() {
     static S: Script = Script::new();
-    let msg = second_lane_fails_first(&S, "first_failure.group", |o, c| {
-        let args = [TaskArgs::of_tensors(&mut []), TaskArgs::of_tensors(&mut [])];
+    let msg = fail_out_of_lane_order(&S, "first_failure.group", |o, c| {
+        let args = [TaskArgs::of_tensors(&mut []); LANES];
+        let targets: Vec<i32> = (0..LANES).map(worker_of).collect();
         o.submit(
             SubmitKind::NextLevelGroup,
             c,
             &args,
             &CallConfig::default(),
-            &[10, 20],
+            &targets,
         )
         .unwrap();
     });
-    assert!(
-        msg.contains("code 11"),
-        "the member on lane 1 failed first (code 11), lane 0's second (code 10); the run \
-         reports: {msg}"
-    );
+    assert_earliest(&msg);
 }
 
 #[test]
 fn a_run_reports_its_earliest_task_failure() {
     static S: Script = Script::new();
-    let msg = second_lane_fails_first(&S, "first_failure.single", |o, c| {
-        for target in [10, 20] {
+    let msg = fail_out_of_lane_order(&S, "first_failure.single", |o, c| {
+        for target in (0..LANES).map(worker_of) {
             let args = [TaskArgs::of_tensors(&mut [])];
             o.submit(
                 SubmitKind::NextLevel,
@@ -137,9 +160,5 @@ fn a_run_reports_its_earliest_task_failure() {
             .unwrap();
         }
     });
-    assert!(
-        msg.contains("code 11"),
-        "the task on lane 1 failed first (code 11), lane 0's second (code 10); the run \
-         reports: {msg}"
-    );
+    assert_earliest(&msg);
 }
