@@ -55,12 +55,7 @@ mkdir -p "$out"
 # Build once and run that executable directly in every round: `cargo bench` per round would
 # rebuild (and mix engine versions) if src/ changed while the rounds run.
 echo "== building dagrt bench (log: $out/build.log)" >&2
-cargo bench --bench workloads --no-run > "$out/build.log" 2>&1 || {
-    tail -30 "$out/build.log" >&2
-    exit 1
-}
-exe=$(sed -n 's/.*Executable benches\/workloads.rs (\(.*\))$/\1/p' "$out/build.log" | tail -1)
-[ -x "$exe" ] || { echo "bench executable not found in $out/build.log" >&2; exit 1; }
+exe=$("$root/scripts/build_bench.sh" "$out/build.log")
 cp "$exe" "$out/workloads-bench"
 {
     echo "bench executable: $exe (copied to workloads-bench)"

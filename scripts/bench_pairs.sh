@@ -23,8 +23,7 @@ out=$1
 mkdir -p "$out"
 exe=${2:-$out/workloads-bench}
 if [ ! -x "$exe" ]; then
-    cargo bench --bench workloads --no-run > "$out/pairs-build.log" 2>&1
-    exe=$(sed -n 's/.*Executable benches\/workloads.rs (\(.*\))$/\1/p' "$out/pairs-build.log" | tail -1)
+    exe=$("$root/scripts/build_bench.sh" "$out/pairs-build.log")
 fi
 PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
 pb=${PEERS_BUILD:-$root/target/peers-build}
