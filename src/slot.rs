@@ -8,7 +8,7 @@
 //! and CONSUMED -> FREE, which nothing else can race.
 //! This module is model-checked by `tests/loom_slot.rs` with `--cfg loom`.
 
-use crate::sync::{lock, AtomicU8, Mutex, Ordering};
+use crate::sync::{lock, AtomicU8, Mutex, MutexGuard, Ordering};
 use std::sync::Arc;
 
 /// Monotonic task slot id; the table index is `id & mask`.
@@ -155,6 +155,12 @@ impl Default for SlotCore {
 impl SlotCore {
     pub fn state(&self) -> u8 {
         self.state.load(Ordering::Acquire)
+    }
+
+    /// The slot's `sync`, locked (for inspection: tests read the consumer lists and the id
+    /// with it, under loom's mutex as well as std's).
+    pub fn lock_sync(&self) -> MutexGuard<'_, SlotSync> {
+        lock(&self.sync)
     }
 
     /// FREE -> BUILDING for task `id` (orchestrator thread only).

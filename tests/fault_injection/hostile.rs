@@ -273,7 +273,7 @@ impl Builder<'_> {
             if pn.kind.is_alloc() {
                 continue;
             }
-            let g = lock(&e.slots.get(pn.slot).core.sync);
+            let g = e.slots.get(pn.slot).core.lock_sync();
             if g.id != pn.slot {
                 errs.push(format!(
                     "gated: n{p} (slot {}) left its slot before anything finished",

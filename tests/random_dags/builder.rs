@@ -302,7 +302,7 @@ impl<'a> Builder<'a> {
                 any_task = true;
                 self.totals.wiring_checks += 1;
                 let s = e.slots.get(pn.slot);
-                let g = lock(&s.core.sync);
+                let g = s.core.lock_sync();
                 if g.id != pn.slot {
                     errs.push(format!(
                         "gated: producer n{p} (slot {}) is no longer in its slot (holds {}) before anything finished",

@@ -57,7 +57,7 @@ fn wired_after(env: &Env, writer: Tensor, reader: Tensor) -> Result<bool, String
     drop(o);
     let e = &env.engine;
     let wired = {
-        let g = lock(&e.slots.get(handles[0].slot).core.sync);
+        let g = e.slots.get(handles[0].slot).core.lock_sync();
         g.consumers.iter().any(|x| x.slot == handles[1].slot)
     };
     let reader_state = e.slots.get(handles[1].slot).core.state();

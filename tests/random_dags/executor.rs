@@ -99,7 +99,7 @@ unsafe extern "C" fn exec(task: *const TaskView, _user: *mut c_void) -> i32 {
         let alive = lock(&rr.alive[node]);
         for &p in alive.iter() {
             let s = rr.engine.slots.get(p);
-            let id = lock(&s.core.sync).id;
+            let id = s.core.lock_sync().id;
             let st = s.core.state();
             if id != p || st != COMPLETED {
                 rr.error(format!(

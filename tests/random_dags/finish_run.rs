@@ -45,7 +45,7 @@ pub(crate) fn finish(env: &Env, b: &Built) -> Result<(), String> {
         let mut states = Vec::new();
         for (i, n) in b.nodes.iter().enumerate() {
             let st = e.slots.get(n.slot).core.state();
-            let id = lock(&e.slots.get(n.slot).core.sync).id;
+            let id = e.slots.get(n.slot).core.lock_sync().id;
             if id == n.slot {
                 states.push(format!("n{i}:{}", state_name(st)));
             }
