@@ -37,6 +37,8 @@ cd "$root"
 ROUNDS=${ROUNDS:-1}
 PEERS=${PEERS:-1}
 PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
+PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build}
+PAIRS=${PAIRS:-10}
 out=${OUT:-$root/target/bench-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 
@@ -85,7 +87,7 @@ run_peers() {
     [ "$PEERS" = 1 ] || return 0
     echo "== round $1: peers ($PEERS_DIR/run.sh, PY=${PY:-0})" >&2
     probe "r$1.peers" before
-    PY=${PY:-0} PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
+    PY=${PY:-0} PEERS_BUILD=$PEERS_BUILD \
         "$PEERS_DIR/run.sh" > "$out/peers.r$1.txt" 2> "$out/peers.r$1.log" || {
         tail -20 "$out/peers.r$1.log" >&2
         exit 1
@@ -106,10 +108,10 @@ done
 
 python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
 
-if [ "$PEERS" = 1 ] && [ "${PAIRS:-10}" -gt 0 ]; then
-    echo "== ${PAIRS:-10} tight pairs (log: $out/pairs.log)" >&2
+if [ "$PEERS" = 1 ] && [ "$PAIRS" -gt 0 ]; then
+    echo "== $PAIRS tight pairs (log: $out/pairs.log)" >&2
     probe pairs before
-    PAIRS=${PAIRS:-10} PEERS_DIR=$PEERS_DIR PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build} \
+    PAIRS=$PAIRS PEERS_DIR=$PEERS_DIR PEERS_BUILD=$PEERS_BUILD \
         "$root/scripts/bench_pairs.sh" "$out" "$out/workloads-bench" 2> "$out/pairs.log"
     probe pairs after
     show_probe pairs "the pairs"
