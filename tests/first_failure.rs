@@ -6,12 +6,15 @@
 //! all three: keeping the first failure drained would report lane 0's, keeping the last
 //! drained lane 2's; only the earliest in time is lane 1's.
 
+mod common;
+
+use common::wait_for;
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, TaskArgs, TaskView};
 use dagrt::worker::{Worker, WorkerConfig};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LANES: usize = 3;
 /// The order in time in which the lanes' tasks fail.
@@ -54,11 +57,15 @@ unsafe extern "C" fn task(t: *const TaskView, u: *mut c_void) -> i32 {
     10 + i as i32
 }
 
-fn wait_until(what: &str, f: impl Fn() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "timed out: {what}");
-        std::thread::yield_now();
+/// Lets every task of a Script go when dropped: a failed check must not leave a lane held,
+/// which would hang the worker's teardown instead of reporting the failure.
+struct GoOnDrop(&'static Script);
+
+impl Drop for GoOnDrop {
+    fn drop(&mut self) {
+        for g in &self.0.go {
+            g.store(true, Ordering::Release);
+        }
     }
 }
 
@@ -74,6 +81,8 @@ fn fail_out_of_lane_order(
         w.add_next_level_lane(worker_of(i)).unwrap();
     }
     w.init().unwrap();
+    // Dropped before `w` (declared after it), also on a panic.
+    let _go = GoOnDrop(s);
     let c = dagrt::callable::register(
         name,
         7,
@@ -90,17 +99,20 @@ fn fail_out_of_lane_order(
         o.close_run_submission(run).unwrap();
         run
     };
-    wait_until("every task starts", || {
+    wait_for("every task to start", Duration::from_secs(10), || {
         s.started.iter().all(|x| x.load(Ordering::Acquire))
-    });
+    })
+    .unwrap();
     {
         // Hold the scheduler role: no pass runs until every completion is queued.
         let role = e.sched.lock().unwrap();
         for i in FAIL_ORDER {
             s.go[i].store(true, Ordering::Release);
-            wait_until(&format!("lane {i}'s completion"), || {
+            let what = format!("lane {i}'s completion");
+            wait_for(&what, Duration::from_secs(10), || {
                 !e.lanes[i].done.is_empty()
-            });
+            })
+            .unwrap();
         }
         drop(role);
     }

@@ -26,7 +26,10 @@ pub unsafe extern "C" fn record(t: *const TaskView, _u: *mut c_void) -> i32 {
     let (r, lane) = unsafe { (&*((*(*t).tensors).data as *const Rec), (*t).worker_id) };
     r.lane.store(lane, Ordering::Release);
     if let Some(g) = r.gate {
-        wait_for(|| g.load(Ordering::Acquire).then_some(()));
+        // No deadline that matters: a test's Gate opens when it is dropped, also on a panic.
+        let _ = super::wait_for("the gate", Duration::from_secs(3600), || {
+            g.load(Ordering::Acquire)
+        });
     }
     // No clock reads for a job with no busy time: it is to look tiny (PACK_JOB_NS) to the
     // scheduler, also in a debug build on a slow host.
@@ -37,24 +40,6 @@ pub unsafe extern "C" fn record(t: *const TaskView, _u: *mut c_void) -> i32 {
         }
     }
     0
-}
-
-/// Spin until `done` has a value, yielding the core after the first few thousand looks: a
-/// lane blocked at a gate, or the test thread waiting for a task to start, must not keep a
-/// core from the threads under test (there are 2).
-fn wait_for<T>(mut done: impl FnMut() -> Option<T>) -> T {
-    let mut looks = 0u32;
-    loop {
-        if let Some(v) = done() {
-            return v;
-        }
-        looks = looks.saturating_add(1);
-        if looks < 4096 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
 }
 
 /// Opens its gate when dropped: a failing assertion must not leave a lane spinning in a
@@ -102,14 +87,13 @@ pub fn submit_after(
 }
 
 pub fn wait_run(what: &str, r: &Rec) -> i32 {
-    let t0 = Instant::now();
-    wait_for(|| {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "{what} not run in 10 s"
-        );
-        Some(r.lane.load(Ordering::Acquire)).filter(|&l| l != 0)
+    let mut lane = 0;
+    super::wait_for(&format!("{what} to run"), Duration::from_secs(10), || {
+        lane = r.lane.load(Ordering::Acquire);
+        lane != 0
     })
+    .unwrap_or_else(|m| panic!("{m}"));
+    lane
 }
 
 /// A run on a fresh 2-SUB-lane worker: `body` submits into it; then the run is closed and

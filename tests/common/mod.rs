@@ -1,8 +1,8 @@
 //! Pieces shared by the integration tests (`random_dags/`, `fault_injection/`,
-//! `doorbell.rs`, `reclaim_batch.rs`, `sub_placement*.rs`): the RNG, run settings, lanes, a
-//! started worker with one callable, buffers, tensors, generators of strided
-//! tensor views, and (`gated`) tasks that record their lane and can be held on a gate. Each
-//! test binary compiles its own copy; not every binary uses every item.
+//! `first_failure.rs`, `doorbell.rs`, `reclaim_batch.rs`, `sub_placement*.rs`): the RNG, run
+//! settings, lanes, a started worker with one callable, buffers, tensors, generators of strided
+//! tensor views, a bounded wait, and (`gated`) tasks that record their lane and can be held on
+//! a gate. Each test binary compiles its own copy; not every binary uses every item.
 #![allow(dead_code, unused_imports)]
 
 pub mod gated;
@@ -44,6 +44,31 @@ pub fn env_u64(name: &str) -> Option<u64> {
 pub fn serial() -> MutexGuard<'static, ()> {
     static L: Mutex<()> = Mutex::new(());
     lock(&L)
+}
+
+/// Poll `cond` until it holds; after `within`, an error naming `what`. It spins for the
+/// first few thousand looks, then yields its core at each look: a task held at a gate, or
+/// the test thread waiting for one to start, must not keep a core from the threads under
+/// test (there are 2).
+pub fn wait_for(
+    what: &str,
+    within: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    let mut looks = 0u32;
+    while !cond() {
+        looks = looks.saturating_add(1);
+        if looks < 4096 {
+            std::hint::spin_loop();
+            continue;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {within:?} waiting for {what}"));
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
 }
 
 /// Lock `m`, ignoring poisoning (a failed check panics while the data stays consistent).

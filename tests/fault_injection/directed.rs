@@ -35,10 +35,14 @@ fn consumer_of_consumed_failed_producer_is_poisoned() {
                 }
                 let p = sub1(&mut o, rr, 0, pt, vec![], FAIL_RC, false)?;
                 o.scope_end().map_err(|e| format!("{e:?}"))?;
-                wait_for("the failed producer to be consumed", 10, || {
-                    env.run_stats(run)
-                        .is_some_and(|s| s.failed == 1 && s.live_slots == 0)
-                })?;
+                wait_for(
+                    "the failed producer to be consumed",
+                    Duration::from_secs(10),
+                    || {
+                        env.run_stats(run)
+                            .is_some_and(|s| s.failed == 1 && s.live_slots == 0)
+                    },
+                )?;
                 let rd = |off: u64, n: u64, tag: Tag| {
                     tagged(tensor(f0, off, DataType::U64, &[n], &[]), tag)
                 };
@@ -142,7 +146,7 @@ fn consumer_racing_consumption_of_failed_producer_is_poisoned() {
                 .expect("producer");
             o.scope_end().expect("scope_end");
             let end = &rr.rec(2 * i, 0).end;
-            if let Err(m) = wait_for("the producer to run", 10, || {
+            if let Err(m) = wait_for("the producer to run", Duration::from_secs(10), || {
                 end.load(Ordering::SeqCst) != 0
             }) {
                 panic!("consumer_racing_consumption_of_failed_producer_is_poisoned: {m}");
@@ -260,7 +264,7 @@ fn failed_writer_overwritten_does_not_poison_readers_of_new_data() {
         )
         .expect("W");
         if w_done {
-            wait_for("W to fail", 10, || {
+            wait_for("W to fail", Duration::from_secs(10), || {
                 env.run_stats(run).is_some_and(|s| s.failed == 1)
             })
             .expect("W fails");
@@ -377,7 +381,7 @@ fn failed_writer_on_reclaimed_heap_does_not_poison_new_buffer() {
         let mode = if w_fails { FAIL_RC } else { FAIL_NONE };
         sub1(&mut o, rr, 0, vec![w], vec![], mode, false).expect("W");
         o.scope_end().expect("scope_end");
-        wait_for("A and W to be consumed", 10, || {
+        wait_for("A and W to be consumed", Duration::from_secs(10), || {
             env.run_stats(run).is_some_and(|s| s.live_slots == 0) && {
                 let s = env.stats();
                 s.heap_top[1] == s.heap_tail[1]
@@ -492,7 +496,10 @@ fn cancelled_ready_task_leaves_no_queue_entry_behind() {
     let run1 = o.begin_run().expect("begin_run");
     nl1(&mut o, a, 0, 17, true).expect("submit");
     nl1(&mut o, b, 0, 3, true).expect("submit");
-    wait_for("T0 and T1 to start", 10, || ran(a, 0) && ran(b, 0)).expect("lanes busy");
+    wait_for("T0 and T1 to start", Duration::from_secs(10), || {
+        ran(a, 0) && ran(b, 0)
+    })
+    .expect("lanes busy");
     let t2 = nl1(&mut o, c, 2, 3, false).expect("submit");
     o.fail(run1, "cancel T2").expect("fail_run_submission");
     let queued_after_cancel = dagrt::scheduler::queued(&e);
@@ -502,7 +509,7 @@ fn cancelled_ready_task_leaves_no_queue_entry_behind() {
     drop(o);
     let reused = (t3.slot & ((1 << 24) - 1)) == (t2.slot & ((1 << 24) - 1));
     b.hold_open.store(true, Ordering::Release);
-    wait_for("T1 to end", 10, || {
+    wait_for("T1 to end", Duration::from_secs(10), || {
         b.rec(0, 0).end.load(Ordering::SeqCst) != 0
     })
     .expect("T1 ends");
@@ -564,7 +571,10 @@ fn cancelled_group_entries_do_not_block_later_runs() {
     let run1 = o.begin_run().expect("begin_run");
     nl1(&mut o, a, 0, 3, true).expect("H on lane 3");
     sub1(&mut o, a, 1, vec![], vec![], FAIL_NONE, true).expect("H on a SUB lane");
-    wait_for("H to start on both lanes", 10, || ran(a, 0) && ran(a, 1)).expect("H runs");
+    wait_for("H to start on both lanes", Duration::from_secs(10), || {
+        ran(a, 0) && ran(a, 1)
+    })
+    .expect("H runs");
     group2(&mut o, b, 2, SubmitKind::NextLevelGroup, &[3, 17]).expect("G1");
     group2(&mut o, b, 3, SubmitKind::SubGroup, &[]).expect("G2");
     o.fail(run1, "cancel the groups")
@@ -575,7 +585,9 @@ fn cancelled_group_entries_do_not_block_later_runs() {
     o.close(run2).expect("close");
     drop(o);
     let mut errs = Vec::new();
-    let started = wait_for("S1 and S2 to run", 2, || ran(b, 4) && ran(b, 5));
+    let started = wait_for("S1 and S2 to run", Duration::from_secs(2), || {
+        ran(b, 4) && ran(b, 5)
+    });
     let queued = env.stats().ready_queued;
     if started.is_err() {
         errs.push(format!(

@@ -85,21 +85,6 @@ pub(crate) fn ran(rr: &RunRec, node: usize) -> bool {
     rr.rec(node, 0).count.load(Ordering::SeqCst) > 0
 }
 
-pub(crate) fn wait_for(
-    what: &str,
-    secs: u64,
-    mut cond: impl FnMut() -> bool,
-) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        if Instant::now() > deadline {
-            return Err(format!("timed out after {secs} s waiting for {what}"));
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
-}
-
 /// Close, wait, compare (status, completed, failed) and release; on success the RunRec is
 /// freed and the worker must be fully reclaimed.
 pub(crate) fn finish_directed(
