@@ -5,7 +5,8 @@
 #   scripts/test.sh
 #
 # Stages: tools, cargo build --release, Rust tests (cargo nextest when available, so fork-based
-# tests run one per process; else cargo test), loom models (when tests/loom_slot.rs exists),
+# tests run one per process; else cargo test), loom (every test binary type-checked under
+# --cfg loom, then the loom models; when tests/loom_slot.rs exists),
 # the C harness (capi-tests, built in build/capi-tests against this build tree, ctest without
 # the valgrind label), Python tests (when python/tests exists). A failed test stage does not
 # skip the later ones (DAGRT_TEST_FAIL_FAST=1 does); any failure makes the exit status 1.
@@ -100,10 +101,13 @@ rust_tests() {
 stage "Rust tests" rust_tests
 
 loom_models() {
+    # Every test binary must still compile under loom: a cfg(loom) change in src/ can break
+    # one the models do not build. Checked without codegen: seconds, not minutes.
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo check --release --tests
     RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_slot --test loom_spsc --test loom_event
 }
 if [ -f tests/loom_slot.rs ]; then
-    stage "loom models (tests/loom_slot.rs, tests/loom_spsc.rs, tests/loom_event.rs)" loom_models
+    stage "loom: every test binary checked, then the models (tests/loom_*.rs)" loom_models
 else
     results+=("SKIP  loom models (no tests/loom_slot.rs)")
 fi
