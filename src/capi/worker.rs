@@ -318,7 +318,7 @@ pub extern "C" fn dagrt_worker_trace_start(
                 crate::trace::StartError::Recording(_) => Status::WrongState,
                 crate::trace::StartError::Create(..) => Status::System,
             };
-            Error::new(status, format!("dagrt_worker_trace_start: {x}"))
+            Error::new(status, x.to_string())
         })
     })
 }
