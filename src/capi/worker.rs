@@ -54,10 +54,16 @@ fn engine_of(w: &dagrt_worker_t) -> Result<&std::sync::Arc<crate::worker::Engine
         .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))
 }
 
+/// Every call that may overlap another on the same worker takes it shared: run queries and
+/// stats from other threads, and the orchestration path, whose callback re-enters the API
+/// through the orch handle (which reaches the worker by its own pointer), so an exclusive
+/// reference held across the callback would be aliased.
 pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worker_t> {
     super::need(w, "worker")
 }
 
+/// Exclusive: only the configuration and lifecycle calls (add lanes, init, close), which the
+/// API documents as not racing with other calls on the worker.
 fn worker_mut<'a>(w: *mut dagrt_worker_t) -> Result<&'a mut dagrt_worker_t> {
     need_mut(w, "worker")
 }
@@ -187,9 +193,10 @@ pub extern "C" fn dagrt_worker_orch(
     out: *mut *mut dagrt_orch_t,
 ) -> Status {
     boundary(|| {
-        let w = worker_mut(worker)?;
+        let w = worker_ref(worker)?;
         w.worker.orchestrator()?;
-        *need_mut(out, "out")? = &mut w.orch;
+        // Handed out as *mut for the C API's sake; nothing writes through it (see with_orch).
+        *need_mut(out, "out")? = &w.orch as *const dagrt_orch_t as *mut dagrt_orch_t;
         Ok(())
     })
 }
@@ -208,7 +215,7 @@ pub extern "C" fn dagrt_worker_submit(
     out_run: *mut RunId,
 ) -> Status {
     boundary(|| {
-        let w = worker_mut(worker)?;
+        let w = worker_ref(worker)?;
         let f = orch_fn.ok_or_else(|| Error::new(Status::NullPointer, "orch_fn is NULL"))?;
         let out_run = need_mut(out_run, "out_run")?;
         submit(w, f, ctx, out_run)
@@ -216,7 +223,7 @@ pub extern "C" fn dagrt_worker_submit(
 }
 
 fn submit(
-    w: &mut dagrt_worker_t,
+    w: &dagrt_worker_t,
     f: OrchCallback,
     ctx: *mut std::ffi::c_void,
     out_run: &mut RunId,
@@ -224,7 +231,7 @@ fn submit(
     let run = super::orch::with_orch(&w.orch, |o| o.begin_run())?;
     let errors_before = error_count();
     // SAFETY: the host's callback, called with its own context and our orchestrator handle.
-    let rc = unsafe { f(&mut w.orch, ctx) };
+    let rc = unsafe { f(&w.orch as *const dagrt_orch_t as *mut dagrt_orch_t, ctx) };
     *out_run = run;
     if rc != 0 {
         let seen = if error_count() > errors_before {
@@ -255,7 +262,7 @@ pub extern "C" fn dagrt_worker_run(
     ctx: *mut std::ffi::c_void,
 ) -> Status {
     boundary(|| {
-        let w = worker_mut(worker)?;
+        let w = worker_ref(worker)?;
         let f = orch_fn.ok_or_else(|| Error::new(Status::NullPointer, "orch_fn is NULL"))?;
         let mut run = 0;
         let r = submit(w, f, ctx, &mut run);
@@ -311,7 +318,7 @@ pub extern "C" fn dagrt_worker_trace_start(
 ) -> Status {
     boundary(|| {
         let p = super::need_str(path, "path")?;
-        let w = worker_mut(worker)?;
+        let w = worker_ref(worker)?;
         let e = engine_of(w)?;
         e.trace.start(p.into()).map_err(|x| {
             let status = match x {
@@ -328,7 +335,7 @@ pub extern "C" fn dagrt_worker_trace_start(
 #[no_mangle]
 pub extern "C" fn dagrt_worker_trace_stop(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| {
-        let w = worker_mut(worker)?;
+        let w = worker_ref(worker)?;
         let e = engine_of(w)?;
         e.trace
             .stop()
@@ -347,7 +354,7 @@ pub extern "C" fn dagrt_worker_write_dot(
 ) -> Status {
     boundary(|| {
         let p = super::need_str(path, "path")?;
-        let w = worker_mut(worker)?;
+        let w = worker_ref(worker)?;
         let e = engine_of(w)?;
         if e.trace.node_count(run) == 0 {
             return err(
