@@ -679,7 +679,9 @@ enum dagrt_status dagrt_scope_end(struct dagrt_orch_t *orch);
 /*
  Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
  failure, the earliest by when its task failed) if any task failed. Repeatable: every wait
- reports the same result.
+ reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
+ (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
+ be asked there).
  */
 enum dagrt_status dagrt_wait_run(const struct dagrt_worker_t *worker, dagrt_run_id run);
 
@@ -745,7 +747,9 @@ enum dagrt_status dagrt_worker_init(struct dagrt_worker_t *worker);
 /*
  Stop the worker: waits for every closed run to finish, however long that takes (see
  `dagrt_worker_close_for` for a bounded close), then joins its threads. Fails with
- DAGRT_STATUS_WRONG_STATE if a run is still open for submission. Idempotent.
+ DAGRT_STATUS_WRONG_STATE if a run is still open for submission, and with
+ DAGRT_STATUS_WRONG_THREAD when called from a task running on one of the worker's lanes
+ (it would wait for that task). Idempotent.
  */
 enum dagrt_status dagrt_worker_close(struct dagrt_worker_t *worker);
 
@@ -762,7 +766,9 @@ enum dagrt_status dagrt_worker_close_for(struct dagrt_worker_t *worker, uint64_t
 /*
  Close (failing any open run's submission) and free the worker. NULL is a no-op. Like
  `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
- `dagrt_worker_close_for` first.
+ `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
+ frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
+ `dagrt_last_error`.
  */
 void dagrt_worker_free(struct dagrt_worker_t *worker);
 

@@ -380,6 +380,25 @@ impl Worker {
         self.close_within(None).map(|_| ())
     }
 
+    /// Fails with WRONG_THREAD when the caller is a task running on one of this worker's
+    /// lanes: `what` (an unbounded close, or a free) would wait for that task to end.
+    pub fn refuse_own_task(&self, what: &str) -> Result<()> {
+        if self
+            .engine
+            .as_ref()
+            .is_some_and(|e| crate::lane::running_on(e).is_some())
+        {
+            return err(
+                Status::WrongThread,
+                format!(
+                    "{what}: called from a task running on this worker's lane, which it would \
+                     wait for (call it from another thread; a close can take a budget)"
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// `close` with a cleanup budget (Orchestrator seed, Worker.close): new runs are refused
     /// from the start; if the closed runs are still running when the budget runs out, returns
     /// false and tears nothing down, so a later close retries (the runs keep running).
@@ -387,6 +406,9 @@ impl Worker {
         let Some(e) = self.engine.clone() else {
             return Ok(true);
         };
+        if budget.is_none() {
+            self.refuse_own_task("close")?;
+        }
         if let Some(o) = &self.orch {
             let o = o.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(r) = o.current_run() {
@@ -425,6 +447,14 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        if let Err(x) = self.refuse_own_task("dropping the worker") {
+            // Leave the threads running (they hold the engine) rather than hang.
+            crate::log::emit(
+                crate::log::LogLevel::Error,
+                &format!("{}; it is left running, not closed", x.msg),
+            );
+            return;
+        }
         if let Some(o) = &self.orch {
             let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
             o.abandon_open_run("worker freed while the run was open");

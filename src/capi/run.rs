@@ -49,6 +49,15 @@ fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
 /// Wait (None: forever). Ok(true) when terminal and successful, Ok(false) on timeout.
 pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<bool> {
     let r = run(e, id)?;
+    if timeout.is_none() && crate::lane::running_on(e) == Some(id) {
+        return err(
+            Status::WrongThread,
+            format!(
+                "waiting for run {id} from one of its own tasks, which would wait for itself \
+                 (a timed wait or dagrt_run_done can ask)"
+            ),
+        );
+    }
     if !r.wait(timeout) {
         return Ok(false);
     }
@@ -61,7 +70,9 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
 
 /// Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
 /// failure, the earliest by when its task failed) if any task failed. Repeatable: every wait
-/// reports the same result.
+/// reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
+/// (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
+/// be asked there).
 #[no_mangle]
 pub extern "C" fn dagrt_wait_run(
     worker: *const super::worker::dagrt_worker_t,

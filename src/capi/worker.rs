@@ -145,10 +145,19 @@ pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
 
 /// Stop the worker: waits for every closed run to finish, however long that takes (see
 /// `dagrt_worker_close_for` for a bounded close), then joins its threads. Fails with
-/// DAGRT_STATUS_WRONG_STATE if a run is still open for submission. Idempotent.
+/// DAGRT_STATUS_WRONG_STATE if a run is still open for submission, and with
+/// DAGRT_STATUS_WRONG_THREAD when called from a task running on one of the worker's lanes
+/// (it would wait for that task). Idempotent.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
-    boundary(|| worker_mut(worker)?.worker.close())
+    boundary(|| {
+        // Refused before the exclusive borrow: the host thread waiting for this task may be
+        // in a call on the worker.
+        worker_ref(worker)?
+            .worker
+            .refuse_own_task("dagrt_worker_close")?;
+        worker_mut(worker)?.worker.close()
+    })
 }
 
 /// Stop the worker within a cleanup budget of `timeout_ms`: as `dagrt_worker_close`, but when
@@ -173,14 +182,21 @@ pub extern "C" fn dagrt_worker_close_for(
 
 /// Close (failing any open run's submission) and free the worker. NULL is a no-op. Like
 /// `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
-/// `dagrt_worker_close_for` first.
+/// `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
+/// frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
+/// `dagrt_last_error`.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
     let _ = boundary(|| {
-        if !worker.is_null() {
-            // SAFETY: the pointer came from dagrt_worker_new and is freed once (caller contract).
-            drop(unsafe { Box::from_raw(worker) });
+        if worker.is_null() {
+            return Ok(());
         }
+        // Nothing is freed then: the handle stays valid for a free from another thread.
+        worker_ref(worker)?
+            .worker
+            .refuse_own_task("dagrt_worker_free")?;
+        // SAFETY: the pointer came from dagrt_worker_new and is freed once (caller contract).
+        drop(unsafe { Box::from_raw(worker) });
         Ok(())
     });
 }

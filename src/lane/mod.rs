@@ -9,6 +9,7 @@
 pub mod thread;
 
 use crate::event::Event;
+use crate::run::RunId;
 use crate::slot::SlotId;
 use crate::spsc::Ring;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -171,4 +172,23 @@ pub struct Lane {
 /// Whether any lane has a completion waiting.
 pub fn completions_pending(e: &crate::worker::Engine) -> bool {
     e.lanes.iter().any(|l| !l.done.is_empty())
+}
+
+thread_local! {
+    /// The engine (as an address) and run of the task this lane thread is running, while it
+    /// runs one; (0, 0) otherwise.
+    static RUNNING: std::cell::Cell<(usize, RunId)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Mark the calling lane thread as running a task of `run` on `e`, or (None) as between tasks.
+pub(crate) fn set_running(task: Option<(&crate::worker::Engine, RunId)>) {
+    let v = task.map_or((0, 0), |(e, r)| (e as *const _ as usize, r));
+    RUNNING.with(|c| c.set(v));
+}
+
+/// The run of the task the calling thread is running on one of `e`'s lanes, if it is one: a
+/// task that waited without bound for that run, or for `e` to close, would wait for itself.
+pub fn running_on(e: &crate::worker::Engine) -> Option<RunId> {
+    let (at, run) = RUNNING.with(|c| c.get());
+    (at == e as *const _ as usize).then_some(run)
 }

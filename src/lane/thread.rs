@@ -146,11 +146,14 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
         slot: job.slot,
         private_: &mut fail as *mut FailSlot as *mut c_void,
     };
-    // SAFETY: the executor was registered for exactly this call shape; `view` and everything
-    // it points to outlive the call.
     let traced = e.trace.on();
     let t0 = if traced { e.trace.now() } else { 0 };
+    // The task's own calls into the API can tell that it runs here (`lane::running_on`).
+    crate::lane::set_running(Some((e, view.run_id)));
+    // SAFETY: the executor was registered for exactly this call shape; `view` and everything
+    // it points to outlive the call.
     let rc = unsafe { (entry.exec)(&view, entry.user) };
+    crate::lane::set_running(None);
     if traced {
         let failed = rc != 0 || fail.msg.is_some();
         e.trace.task(

@@ -1,0 +1,162 @@
+/*
+ * test_reentry.c: a task that calls back into its own worker gets an error, never a hang.
+ *  - dagrt_wait_run on its own run -> WRONG_THREAD (the run cannot end while the task waits
+ *    for it); a timed wait on it (timeout 0) and dagrt_run_done answer "not done";
+ *  - dagrt_worker_close and dagrt_worker_free from the task -> WRONG_THREAD: nothing is torn
+ *    down or freed, the run completes, and the host closes and frees the worker afterwards;
+ *  - the rule is per worker and per run: a task of worker A waits without bound for a run of
+ *    worker B and gets its result, and a task waits without bound for an earlier run of its
+ *    own worker that has ended.
+ */
+#include "harness.h"
+
+#define MSG 512
+
+/* What the re-entering task saw. Written by the task, read by the test thread after the
+ * run's wait returned (which orders the task's writes before the reads). */
+struct seen {
+    dagrt_worker_t *w;
+    dagrt_status wait, wait_for, done_q, close;
+    uint32_t timed_done, done;
+    char wait_msg[MSG], close_msg[MSG], free_msg[MSG];
+    int ran;
+};
+
+static void keep_msg(char *dst)
+{
+    snprintf(dst, MSG, "%s", dagrt_last_error());
+}
+
+static int32_t reenter(const dagrt_task_view *t, void *user)
+{
+    struct seen *s = user;
+    s->timed_done = 7;
+    s->done = 7;
+    s->wait = dagrt_wait_run(s->w, t->run_id);
+    keep_msg(s->wait_msg);
+    s->wait_for = dagrt_wait_run_for(s->w, t->run_id, 0, &s->timed_done);
+    s->done_q = dagrt_run_done(s->w, t->run_id, &s->done);
+    s->close = dagrt_worker_close(s->w);
+    keep_msg(s->close_msg);
+    dagrt_worker_free(s->w);
+    keep_msg(s->free_msg);
+    s->ran = 1;
+    return 0;
+}
+
+/* One run of one SUB task calling `exec` with `user`; returns the run's (bounded) wait
+ * status. */
+static dagrt_status run_one(dagrt_worker_t *w, dagrt_orch_t *o, const char *name,
+                            int32_t (*exec)(const dagrt_task_view *, void *), void *user,
+                            dagrt_run_id *out_run)
+{
+    dagrt_callable c;
+    dagrt_task_args a = h_args(NULL, 0, NULL, 0, NULL, 0);
+    dagrt_task_handle h;
+    dagrt_run_id run = 0;
+    dagrt_status s;
+    if (!EXPECT_OK(dagrt_register_callable(name, 0, DAGRT_CALLABLE_KIND_TASK, exec, user, &c)) ||
+        !EXPECT_OK(dagrt_begin_run(o, &run)))
+        return DAGRT_STATUS_SYSTEM;
+    EXPECT_OK(dagrt_submit_sub(o, &c, &a, &h));
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    s = h_wait(w, run);
+    if (out_run)
+        *out_run = run;
+    return s;
+}
+
+static int32_t noop(const dagrt_task_view *t, void *user)
+{
+    (void)t;
+    (void)user;
+    return 0;
+}
+
+static void test_own_worker_refused(void)
+{
+    static struct seen s;
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run = 0;
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 2));
+    s.w = w;
+    EXPECT_OK(run_one(w, o, "capi-tests.reentry.own", reenter, &s, &run));
+    REQUIRE(s.ran);
+    CHECKF(s.wait == DAGRT_STATUS_WRONG_THREAD, "dagrt_wait_run on its own run: %s (%s)",
+           dagrt_status_str(s.wait), s.wait_msg);
+    CHECKF(h_contains(s.wait_msg, "wait for itself"), "message: %s", s.wait_msg);
+    CHECK(s.wait_for == DAGRT_STATUS_OK);
+    CHECK_EQ_U64(s.timed_done, 0);
+    CHECK(s.done_q == DAGRT_STATUS_OK);
+    CHECK_EQ_U64(s.done, 0);
+    CHECKF(s.close == DAGRT_STATUS_WRONG_THREAD, "dagrt_worker_close from its task: %s (%s)",
+           dagrt_status_str(s.close), s.close_msg);
+    CHECKF(h_contains(s.close_msg, "dagrt_worker_close"), "message: %s", s.close_msg);
+    CHECKF(h_contains(s.free_msg, "dagrt_worker_free") && h_contains(s.free_msg, "task"),
+           "dagrt_worker_free from its task left: %s", s.free_msg);
+    /* Nothing was torn down: the worker still runs work, then closes and frees. */
+    {
+        uint32_t done = 0;
+        EXPECT_OK(dagrt_run_done(w, run, &done));
+        CHECK_EQ_U64(done, 1);
+        EXPECT_OK(dagrt_release_run(w, run));
+    }
+    EXPECT_OK(run_one(w, o, "capi-tests.reentry.after", noop, NULL, &run));
+    EXPECT_OK(dagrt_release_run(w, run));
+    h_close_worker(w);
+}
+
+/* A task of worker A waits without bound for a run of worker B, and for an ended run of A. */
+struct cross {
+    dagrt_worker_t *a, *b;
+    dagrt_run_id b_run, a_earlier;
+    dagrt_status on_b, on_a;
+    int ran;
+};
+
+static int32_t wait_elsewhere(const dagrt_task_view *t, void *user)
+{
+    struct cross *x = user;
+    (void)t;
+    x->on_b = dagrt_wait_run(x->b, x->b_run);
+    x->on_a = dagrt_wait_run(x->a, x->a_earlier);
+    x->ran = 1;
+    return 0;
+}
+
+static void test_other_runs_allowed(void)
+{
+    static struct cross x;
+    dagrt_run_id run = 0;
+    dagrt_worker_t *a, *b;
+    dagrt_orch_t *oa, *ob;
+    REQUIRE(h_open_worker(&a, &oa, NULL, 0, 1));
+    if (!h_open_worker(&b, &ob, NULL, 0, 1)) {
+        h_close_worker(a);
+        return;
+    }
+    x.a = a;
+    x.b = b;
+    EXPECT_OK(run_one(a, oa, "capi-tests.reentry.noop_a", noop, NULL, &x.a_earlier));
+    EXPECT_OK(run_one(b, ob, "capi-tests.reentry.noop_b", noop, NULL, &x.b_run));
+    EXPECT_OK(run_one(a, oa, "capi-tests.reentry.wait_elsewhere", wait_elsewhere, &x, &run));
+    REQUIRE(x.ran);
+    CHECKF(x.on_b == DAGRT_STATUS_OK, "a task of A waiting for B's run: %s",
+           dagrt_status_str(x.on_b));
+    CHECKF(x.on_a == DAGRT_STATUS_OK, "a task of A waiting for A's ended run: %s",
+           dagrt_status_str(x.on_a));
+    EXPECT_OK(dagrt_release_run(a, run));
+    EXPECT_OK(dagrt_release_run(a, x.a_earlier));
+    EXPECT_OK(dagrt_release_run(b, x.b_run));
+    h_close_worker(b);
+    h_close_worker(a);
+}
+
+int main(void)
+{
+    h_begin("reentry", 60);
+    RUN_TEST(test_own_worker_refused);
+    RUN_TEST(test_other_runs_allowed);
+    return h_done();
+}
