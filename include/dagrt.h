@@ -607,7 +607,9 @@ enum dagrt_status dagrt_register_callable(const char *name, uint32_t ns, uint32_
 
 /*
  From inside an executor: fail the current task with `msg` (copied). The task fails even
- if the executor then returns 0. Call only on the `task` passed to the running executor.
+ if the executor then returns 0. Call only on the `task` passed to the running executor,
+ while it runs: from its own thread or from threads it runs and waits for (an OpenMP region
+ inside the kernel), also at the same time. The first message given is the task's.
  */
 enum dagrt_status dagrt_task_fail(const struct dagrt_task_view *task, const char *msg);
 

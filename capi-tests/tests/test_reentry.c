@@ -1,5 +1,6 @@
 /*
- * test_reentry.c: a task that calls back into its own worker gets an error, never a hang.
+ * test_reentry.c: calls into the API from inside a task.
+ * A task that calls back into its own worker gets an error, never a hang:
  *  - dagrt_wait_run on its own run -> WRONG_THREAD (the run cannot end while the task waits
  *    for it); a timed wait on it (timeout 0) and dagrt_run_done answer "not done";
  *  - dagrt_worker_close and dagrt_worker_free from the task -> WRONG_THREAD: nothing is torn
@@ -7,6 +8,8 @@
  *  - the rule is per worker and per run: a task of worker A waits without bound for a run of
  *    worker B and gets its result, and a task waits without bound for an earlier run of its
  *    own worker that has ended.
+ * dagrt_task_fail from threads the task runs, all at once: the task fails with one whole
+ * message (no torn or lost one); called twice, the first message is the task's.
  */
 #include "harness.h"
 
@@ -153,10 +156,87 @@ static void test_other_runs_allowed(void)
     h_close_worker(a);
 }
 
+/* Threads a task runs and waits for, failing it all at once. */
+#define FAILERS 4
+struct failer {
+    const dagrt_task_view *t;
+    int i;
+    pthread_barrier_t *start;
+};
+
+static void *fail_from_thread(void *arg)
+{
+    struct failer *f = arg;
+    char m[64];
+    snprintf(m, sizeof m, "helper %d failed the task", f->i);
+    pthread_barrier_wait(f->start);
+    for (int k = 0; k < 2000; k++)
+        dagrt_task_fail(f->t, m);
+    return NULL;
+}
+
+static int32_t fail_in_threads(const dagrt_task_view *t, void *user)
+{
+    pthread_t th[FAILERS];
+    struct failer f[FAILERS];
+    pthread_barrier_t start;
+    int started = 0;
+    (void)user;
+    pthread_barrier_init(&start, NULL, FAILERS);
+    for (int i = 0; i < FAILERS; i++) {
+        f[i].t = t;
+        f[i].i = i;
+        f[i].start = &start;
+        if (pthread_create(&th[i], NULL, fail_from_thread, &f[i]) != 0)
+            break;
+        started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    return started == FAILERS ? 0 : 99;
+}
+
+static int32_t fail_twice(const dagrt_task_view *t, void *user)
+{
+    (void)user;
+    dagrt_task_fail(t, "the first message");
+    dagrt_task_fail(t, "the second message");
+    return 0;
+}
+
+static void test_task_fail_from_threads(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run = 0;
+    char msg[MSG];
+    int helpers = 0;
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 1));
+    EXPECT_STATUS(run_one(w, o, "capi-tests.reentry.fail_in_threads", fail_in_threads, NULL, &run),
+                  DAGRT_STATUS_TASK_FAILED);
+    keep_msg(msg);
+    for (int i = 0; i < FAILERS; i++) {
+        char m[64];
+        snprintf(m, sizeof m, "helper %d failed the task", i);
+        helpers += h_contains(msg, m);
+    }
+    CHECKF(helpers == 1, "the run's message names %d helpers' whole messages: %s", helpers, msg);
+    EXPECT_OK(dagrt_release_run(w, run));
+    EXPECT_STATUS(run_one(w, o, "capi-tests.reentry.fail_twice", fail_twice, NULL, &run),
+                  DAGRT_STATUS_TASK_FAILED);
+    keep_msg(msg);
+    CHECKF(h_contains(msg, "the first message") && !h_contains(msg, "the second message"),
+           "message: %s", msg);
+    EXPECT_OK(dagrt_release_run(w, run));
+    h_close_worker(w);
+}
+
 int main(void)
 {
     h_begin("reentry", 60);
     RUN_TEST(test_own_worker_refused);
     RUN_TEST(test_other_runs_allowed);
+    RUN_TEST(test_task_fail_from_threads);
     return h_done();
 }

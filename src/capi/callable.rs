@@ -40,7 +40,9 @@ pub extern "C" fn dagrt_register_callable(
 }
 
 /// From inside an executor: fail the current task with `msg` (copied). The task fails even
-/// if the executor then returns 0. Call only on the `task` passed to the running executor.
+/// if the executor then returns 0. Call only on the `task` passed to the running executor,
+/// while it runs: from its own thread or from threads it runs and waits for (an OpenMP region
+/// inside the kernel), also at the same time. The first message given is the task's.
 #[no_mangle]
 pub extern "C" fn dagrt_task_fail(
     task: *const TaskView,
@@ -56,8 +58,9 @@ pub extern "C" fn dagrt_task_fail(
             ));
         }
         // SAFETY: private_ points at the lane's FailSlot for the duration of the executor call.
-        let slot = unsafe { &mut *(task.private_ as *mut FailSlot) };
-        slot.msg = Some(msg.to_owned());
+        let slot = unsafe { &*(task.private_ as *const FailSlot) };
+        let mut m = slot.msg.lock().unwrap_or_else(|p| p.into_inner());
+        m.get_or_insert_with(|| msg.to_owned());
         Ok(())
     })
 }

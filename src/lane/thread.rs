@@ -116,9 +116,10 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
     }
 }
 
-/// Where `dagrt_task_fail` leaves its message.
+/// Where `dagrt_task_fail` leaves its message: the first one given. Locked because threads
+/// the executor runs (an OpenMP region inside a kernel) may fail the task at the same time.
 pub struct FailSlot {
-    pub msg: Option<String>,
+    pub msg: std::sync::Mutex<Option<String>>,
 }
 
 fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
@@ -131,7 +132,9 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
     let m = d.members[job.member as usize];
     let tensors = &d.tensors[m.tensor_start as usize..(m.tensor_start + m.tensor_len) as usize];
     let scalars = &d.scalars[m.scalar_start as usize..(m.scalar_start + m.scalar_len) as usize];
-    let mut fail = FailSlot { msg: None };
+    let fail = FailSlot {
+        msg: std::sync::Mutex::new(None),
+    };
     let view = TaskView {
         tensors: tensors.as_ptr(),
         num_tensors: m.tensor_len,
@@ -144,7 +147,7 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
         reserved: 0,
         run_id: d.run.id,
         slot: job.slot,
-        private_: &mut fail as *mut FailSlot as *mut c_void,
+        private_: &fail as *const FailSlot as *mut c_void,
     };
     let traced = e.trace.on();
     let t0 = if traced { e.trace.now() } else { 0 };
@@ -154,8 +157,10 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
     // it points to outlive the call.
     let rc = unsafe { (entry.exec)(&view, entry.user) };
     crate::lane::set_running(None);
+    // The executor has returned, and with it every call it made or waited for.
+    let fail_msg = fail.msg.into_inner().unwrap_or_else(|p| p.into_inner());
     if traced {
-        let failed = rc != 0 || fail.msg.is_some();
+        let failed = rc != 0 || fail_msg.is_some();
         e.trace.task(
             idx,
             &entry.name,
@@ -167,7 +172,7 @@ fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
             failed,
         );
     }
-    match (rc, fail.msg) {
+    match (rc, fail_msg) {
         (0, None) => None,
         (_, Some(m)) => Some(Arc::from(format!(
             "task '{}' (slot {}) failed: {m}",
