@@ -530,7 +530,10 @@ const char *dagrt_version(void);
  warning, or a DAGRT_TRACE file that cannot be created), called from runtime threads, and
  from the host thread in init and close, with a `dagrt_log_level` and a message valid during
  the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
- variable (error, warn, info, debug; default warn). Thread-safe.
+ variable (error, warn, info, debug; default warn). Thread-safe: once it returns, no call
+ of the previous hook is still running, so its `user` may be freed. A hook may call it to
+ replace or remove itself; that change takes effect as the hook returns. A message that a
+ dagrt call made inside the hook emits goes to the default instead of into the hook again.
  */
 enum dagrt_status dagrt_set_log_hook(dagrt_log_fn hook, void *user);
 

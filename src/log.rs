@@ -47,8 +47,22 @@ fn env_level() -> LogLevel {
     })
 }
 
-/// Install (or with `None`, remove) the process-wide log hook.
+thread_local! {
+    /// This thread is inside a call of the hook: the hook lock's read side is held here.
+    static IN_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// A hook change asked for from inside the hook, applied when the hook returns.
+    static PENDING: std::cell::Cell<Option<(LogFn, usize)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Install (or with `None`, remove) the process-wide log hook. Once this returns, no call of
+/// the previous hook is in flight (the hook is called under the read side of its lock). From
+/// inside the hook, where that wait would be for the caller itself, the change is recorded
+/// and made as the hook returns.
 pub fn set_hook(f: LogFn, user: *mut c_void) {
+    if IN_HOOK.with(|c| c.get()) {
+        PENDING.with(|p| p.set(Some((f, user as usize))));
+        return;
+    }
     let mut h = hook().write().unwrap_or_else(|p| p.into_inner());
     *h = Hook {
         f,
@@ -57,14 +71,22 @@ pub fn set_hook(f: LogFn, user: *mut c_void) {
 }
 
 /// Emit a message: to the hook if one is installed (every level), else to stderr when
-/// `level` passes `DAGRT_LOG`.
+/// `level` passes `DAGRT_LOG`. A message emitted by a dagrt call the hook itself makes goes to
+/// stderr (under the same filter) rather than into the hook again.
 pub fn emit(level: LogLevel, msg: &str) {
-    let h = hook().read().unwrap_or_else(|p| p.into_inner());
-    match h.f {
-        Some(f) => {
-            let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-            // SAFETY: the host installed `f` for exactly this call; `c` outlives the call.
-            unsafe { f(level as u32, c.as_ptr(), h.user as *mut c_void) };
+    let nested = IN_HOOK.with(|c| c.get());
+    let h = (!nested).then(|| hook().read().unwrap_or_else(|p| p.into_inner()));
+    match h.as_ref().and_then(|h| h.f.map(|f| (f, h.user))) {
+        Some((f, user)) => {
+            let text = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+            IN_HOOK.with(|c| c.set(true));
+            // SAFETY: the host installed `f` for exactly this call; `text` outlives the call.
+            unsafe { f(level as u32, text.as_ptr(), user as *mut c_void) };
+            IN_HOOK.with(|c| c.set(false));
+            drop(h);
+            if let Some((f, user)) = PENDING.with(|p| p.take()) {
+                set_hook(f, user as *mut c_void);
+            }
         }
         None => {
             if level <= env_level() {

@@ -1,5 +1,5 @@
 /*
- * test_reentry.c: calls into the API from inside a task.
+ * test_reentry.c: calls into the API from inside a task, or from inside the log hook.
  * A task that calls back into its own worker gets an error, never a hang:
  *  - dagrt_wait_run on its own run -> WRONG_THREAD (the run cannot end while the task waits
  *    for it); a timed wait on it (timeout 0) and dagrt_run_done answer "not done";
@@ -10,6 +10,8 @@
  *    own worker that has ended.
  * dagrt_task_fail from threads the task runs, all at once: the task fails with one whole
  * message (no torn or lost one); called twice, the first message is the task's.
+ * The log hook replaces itself from inside its call: no deadlock, the change takes effect
+ * as it returns, and the next message reaches the new hook.
  */
 #include "harness.h"
 
@@ -232,11 +234,51 @@ static void test_task_fail_from_threads(void)
     h_close_worker(w);
 }
 
+/* A DAGRT_TRACE file that cannot be created logs one error at init, on the host thread. */
+static int hook_a_calls, hook_b_calls;
+static dagrt_status set_from_inside = DAGRT_STATUS_SYSTEM;
+
+static void hook_b(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    (void)user;
+    hook_b_calls++;
+}
+
+static void hook_a(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    (void)user;
+    hook_a_calls++;
+    set_from_inside = dagrt_set_log_hook(hook_b, NULL);
+}
+
+static void test_log_hook_replaces_itself(void)
+{
+    dagrt_worker_t *w;
+    setenv("DAGRT_TRACE", "/nonexistent-dagrt-dir/reentry.json", 1);
+    REQUIRE_OK(dagrt_set_log_hook(hook_a, NULL));
+    w = h_worker(NULL, 0, 1);
+    CHECK_EQ_U64(hook_a_calls, 1);
+    CHECK(set_from_inside == DAGRT_STATUS_OK);
+    CHECK_EQ_U64(hook_b_calls, 0);
+    h_close_worker(w);
+    w = h_worker(NULL, 0, 1);
+    unsetenv("DAGRT_TRACE");
+    CHECK_EQ_U64(hook_a_calls, 1);
+    CHECK_EQ_U64(hook_b_calls, 1);
+    h_close_worker(w);
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
 int main(void)
 {
     h_begin("reentry", 60);
     RUN_TEST(test_own_worker_refused);
     RUN_TEST(test_other_runs_allowed);
     RUN_TEST(test_task_fail_from_threads);
+    RUN_TEST(test_log_hook_replaces_itself);
     return h_done();
 }
