@@ -773,7 +773,8 @@ enum dagrt_status dagrt_worker_close_for(struct dagrt_worker_t *worker, uint64_t
  `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
  `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
  frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
- `dagrt_last_error`.
+ `dagrt_last_error`; from inside the worker's own orchestration callback, likewise with
+ DAGRT_STATUS_WRONG_STATE.
  */
 void dagrt_worker_free(struct dagrt_worker_t *worker);
 

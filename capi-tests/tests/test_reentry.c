@@ -10,6 +10,8 @@
  *    own worker that has ended.
  * dagrt_task_fail from threads the task runs, all at once: the task fails with one whole
  * message (no torn or lost one); called twice, the first message is the task's.
+ * An orchestration callback (dagrt_worker_run) that closes, reconfigures or frees its own
+ * worker -> WRONG_STATE, nothing done: the call that runs it goes on using the worker.
  * The log hook replaces itself from inside its call: no deadlock, the change takes effect
  * as it returns, and the next message reaches the new hook.
  */
@@ -234,6 +236,50 @@ static void test_task_fail_from_threads(void)
     h_close_worker(w);
 }
 
+/* An orchestration callback that tries to close, reconfigure and free its own worker. */
+struct inside {
+    dagrt_worker_t *w;
+    dagrt_status close, lanes, close_for;
+    uint32_t closed;
+    char free_msg[MSG];
+};
+
+static int32_t orch_touches_worker(dagrt_orch_t *o, void *ctx)
+{
+    struct inside *x = ctx;
+    (void)o;
+    x->closed = 7;
+    x->close = dagrt_worker_close(x->w);
+    x->lanes = dagrt_worker_add_sub_lanes(x->w, 1);
+    x->close_for = dagrt_worker_close_for(x->w, 0, &x->closed);
+    dagrt_worker_free(x->w);
+    keep_msg(x->free_msg);
+    return 0;
+}
+
+static void test_orchestration_callback_keeps_its_worker(void)
+{
+    static struct inside x;
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 1));
+    x.w = w;
+    EXPECT_OK(dagrt_worker_run(w, orch_touches_worker, &x));
+    CHECKF(x.close == DAGRT_STATUS_WRONG_STATE, "close: %s", dagrt_status_str(x.close));
+    CHECKF(x.lanes == DAGRT_STATUS_WRONG_STATE, "add_sub_lanes: %s", dagrt_status_str(x.lanes));
+    CHECKF(x.close_for == DAGRT_STATUS_WRONG_STATE, "close_for: %s",
+           dagrt_status_str(x.close_for));
+    CHECK_EQ_U64(x.closed, 7);
+    CHECKF(h_contains(x.free_msg, "orchestration callback"), "free left: %s", x.free_msg);
+    /* The worker is whole: it runs a run and closes. */
+    {
+        dagrt_run_id run = 0;
+        EXPECT_OK(run_one(w, o, "capi-tests.reentry.after_callback", noop, NULL, &run));
+        EXPECT_OK(dagrt_release_run(w, run));
+    }
+    h_close_worker(w);
+}
+
 /* A DAGRT_TRACE file that cannot be created logs one error at init, on the host thread. */
 static int hook_a_calls, hook_b_calls;
 static dagrt_status set_from_inside = DAGRT_STATUS_SYSTEM;
@@ -279,6 +325,7 @@ int main(void)
     RUN_TEST(test_own_worker_refused);
     RUN_TEST(test_other_runs_allowed);
     RUN_TEST(test_task_fail_from_threads);
+    RUN_TEST(test_orchestration_callback_keeps_its_worker);
     RUN_TEST(test_log_hook_replaces_itself);
     return h_done();
 }

@@ -63,9 +63,30 @@ pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worke
 }
 
 /// Exclusive: only the configuration and lifecycle calls (add lanes, init, close), which the
-/// API documents as not racing with other calls on the worker.
+/// API documents as not racing with other calls on the worker. Refused inside the worker's
+/// own orchestration callback, whose caller holds the worker shared.
 fn worker_mut<'a>(w: *mut dagrt_worker_t) -> Result<&'a mut dagrt_worker_t> {
+    not_in_own_callback(w)?;
     need_mut(w, "worker")
+}
+
+thread_local! {
+    /// The worker whose orchestration callback (`dagrt_worker_submit` / `_run`) this thread
+    /// is running, as an address; 0 outside one.
+    static IN_CALLBACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A worker must not be reconfigured, closed or freed from inside its own orchestration
+/// callback: the call that runs the callback goes on using it when the callback returns.
+fn not_in_own_callback(w: *const dagrt_worker_t) -> Result<()> {
+    if !w.is_null() && IN_CALLBACK.with(|c| c.get()) == w as usize {
+        return err(
+            Status::WrongState,
+            "called from inside this worker's orchestration callback, which goes on using \
+             the worker when the callback returns",
+        );
+    }
+    Ok(())
 }
 
 /// Fill `out` with the default configuration (1 GiB per heap ring, 1048576-slot task window,
@@ -184,14 +205,16 @@ pub extern "C" fn dagrt_worker_close_for(
 /// `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
 /// `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
 /// frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
-/// `dagrt_last_error`.
+/// `dagrt_last_error`; from inside the worker's own orchestration callback, likewise with
+/// DAGRT_STATUS_WRONG_STATE.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
     let _ = boundary(|| {
         if worker.is_null() {
             return Ok(());
         }
-        // Nothing is freed then: the handle stays valid for a free from another thread.
+        // Nothing is freed then: the handle stays valid for a later free.
+        not_in_own_callback(worker)?;
         worker_ref(worker)?
             .worker
             .refuse_own_task("dagrt_worker_free")?;
@@ -246,8 +269,10 @@ fn submit(
 ) -> Result<()> {
     let run = super::orch::with_orch(&w.orch, |o| o.begin_run())?;
     let errors_before = error_count();
+    let outer = IN_CALLBACK.with(|c| c.replace(w as *const dagrt_worker_t as usize));
     // SAFETY: the host's callback, called with its own context and our orchestrator handle.
     let rc = unsafe { f(&w.orch as *const dagrt_orch_t as *mut dagrt_orch_t, ctx) };
+    IN_CALLBACK.with(|c| c.set(outer));
     *out_run = run;
     if rc != 0 {
         let seen = if error_count() > errors_before {
