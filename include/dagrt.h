@@ -534,6 +534,7 @@ const char *dagrt_version(void);
  of the previous hook is still running, so its `user` may be freed. A hook may call it to
  replace or remove itself; that change takes effect as the hook returns. A message that a
  dagrt call made inside the hook emits goes to the default instead of into the hook again.
+ A hook must not configure, close or free a worker (DAGRT_STATUS_WRONG_STATE).
  */
 enum dagrt_status dagrt_set_log_hook(dagrt_log_fn hook, void *user);
 
@@ -773,8 +774,8 @@ enum dagrt_status dagrt_worker_close_for(struct dagrt_worker_t *worker, uint64_t
  `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
  `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
  frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
- `dagrt_last_error`; from inside the worker's own orchestration callback, likewise with
- DAGRT_STATUS_WRONG_STATE.
+ `dagrt_last_error`; from inside the worker's own orchestration callback or the log hook,
+ likewise with DAGRT_STATUS_WRONG_STATE.
  */
 void dagrt_worker_free(struct dagrt_worker_t *worker);
 

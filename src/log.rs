@@ -54,12 +54,17 @@ thread_local! {
     static PENDING: std::cell::Cell<Option<(LogFn, usize)>> = const { std::cell::Cell::new(None) };
 }
 
+/// Whether the calling thread is inside a call of the log hook.
+pub fn in_hook() -> bool {
+    IN_HOOK.with(|c| c.get())
+}
+
 /// Install (or with `None`, remove) the process-wide log hook. Once this returns, no call of
 /// the previous hook is in flight (the hook is called under the read side of its lock). From
 /// inside the hook, where that wait would be for the caller itself, the change is recorded
 /// and made as the hook returns.
 pub fn set_hook(f: LogFn, user: *mut c_void) {
-    if IN_HOOK.with(|c| c.get()) {
+    if in_hook() {
         PENDING.with(|p| p.set(Some((f, user as usize))));
         return;
     }
@@ -74,7 +79,7 @@ pub fn set_hook(f: LogFn, user: *mut c_void) {
 /// `level` passes `DAGRT_LOG`. A message emitted by a dagrt call the hook itself makes goes to
 /// stderr (under the same filter) rather than into the hook again.
 pub fn emit(level: LogLevel, msg: &str) {
-    let nested = IN_HOOK.with(|c| c.get());
+    let nested = in_hook();
     let h = (!nested).then(|| hook().read().unwrap_or_else(|p| p.into_inner()));
     match h.as_ref().and_then(|h| h.f.map(|f| (f, h.user))) {
         Some((f, user)) => {

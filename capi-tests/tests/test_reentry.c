@@ -13,7 +13,8 @@
  * An orchestration callback (dagrt_worker_run) that closes, reconfigures or frees its own
  * worker -> WRONG_STATE, nothing done: the call that runs it goes on using the worker.
  * The log hook replaces itself from inside its call: no deadlock, the change takes effect
- * as it returns, and the next message reaches the new hook.
+ * as it returns, and the next message reaches the new hook. A hook called inside a worker's
+ * init that reconfigures or frees that worker -> WRONG_STATE, nothing done.
  */
 #include "harness.h"
 
@@ -319,6 +320,45 @@ static void test_log_hook_replaces_itself(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* A hook that tries to reconfigure and free the worker whose init calls it. */
+static dagrt_worker_t *initing;
+static dagrt_status hook_lanes = DAGRT_STATUS_OK;
+static char hook_free_msg[MSG];
+
+static void hook_frees(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    (void)user;
+    hook_lanes = dagrt_worker_add_sub_lanes(initing, 1);
+    dagrt_worker_free(initing);
+    keep_msg(hook_free_msg);
+}
+
+static void test_log_hook_cannot_free_a_worker(void)
+{
+    dagrt_worker_t *w = NULL;
+    dagrt_orch_t *o = NULL;
+    dagrt_run_id run = 0;
+    REQUIRE_OK(dagrt_worker_new(NULL, &w));
+    REQUIRE_OK(dagrt_worker_add_sub_lanes(w, 1));
+    initing = w;
+    setenv("DAGRT_TRACE", "/nonexistent-dagrt-dir/reentry-free.json", 1);
+    REQUIRE_OK(dagrt_set_log_hook(hook_frees, NULL));
+    EXPECT_OK(dagrt_worker_init(w));
+    unsetenv("DAGRT_TRACE");
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+    CHECKF(hook_lanes == DAGRT_STATUS_WRONG_STATE, "add_sub_lanes in the hook: %s",
+           dagrt_status_str(hook_lanes));
+    CHECKF(h_contains(hook_free_msg, "log hook"), "free in the hook left: %s", hook_free_msg);
+    /* The worker is whole. */
+    if (EXPECT_OK(dagrt_worker_orch(w, &o))) {
+        EXPECT_OK(run_one(w, o, "capi-tests.reentry.after_hook", noop, NULL, &run));
+        EXPECT_OK(dagrt_release_run(w, run));
+    }
+    h_close_worker(w);
+}
+
 int main(void)
 {
     h_begin("reentry", 60);
@@ -327,5 +367,6 @@ int main(void)
     RUN_TEST(test_task_fail_from_threads);
     RUN_TEST(test_orchestration_callback_keeps_its_worker);
     RUN_TEST(test_log_hook_replaces_itself);
+    RUN_TEST(test_log_hook_cannot_free_a_worker);
     return h_done();
 }

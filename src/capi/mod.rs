@@ -141,6 +141,7 @@ pub extern "C" fn dagrt_version() -> *const c_char {
 /// of the previous hook is still running, so its `user` may be freed. A hook may call it to
 /// replace or remove itself; that change takes effect as the hook returns. A message that a
 /// dagrt call made inside the hook emits goes to the default instead of into the hook again.
+/// A hook must not configure, close or free a worker (DAGRT_STATUS_WRONG_STATE).
 #[no_mangle]
 pub extern "C" fn dagrt_set_log_hook(
     hook: crate::log::LogFn,

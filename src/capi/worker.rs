@@ -78,12 +78,20 @@ thread_local! {
 
 /// A worker must not be reconfigured, closed or freed from inside its own orchestration
 /// callback: the call that runs the callback goes on using it when the callback returns.
+/// Nor from inside the log hook, which init and close call on the host thread midway.
 fn not_in_own_callback(w: *const dagrt_worker_t) -> Result<()> {
     if !w.is_null() && IN_CALLBACK.with(|c| c.get()) == w as usize {
         return err(
             Status::WrongState,
             "called from inside this worker's orchestration callback, which goes on using \
              the worker when the callback returns",
+        );
+    }
+    if crate::log::in_hook() {
+        return err(
+            Status::WrongState,
+            "called from inside the log hook: a worker is not configured, closed or freed \
+             there (init and close call the hook midway)",
         );
     }
     Ok(())
@@ -205,8 +213,8 @@ pub extern "C" fn dagrt_worker_close_for(
 /// `dagrt_worker_close` it waits for the closed runs' tasks to end: bound that with
 /// `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
 /// frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
-/// `dagrt_last_error`; from inside the worker's own orchestration callback, likewise with
-/// DAGRT_STATUS_WRONG_STATE.
+/// `dagrt_last_error`; from inside the worker's own orchestration callback or the log hook,
+/// likewise with DAGRT_STATUS_WRONG_STATE.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
     let _ = boundary(|| {
