@@ -66,7 +66,7 @@ pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worke
 /// API documents as not racing with other calls on the worker. Refused inside the worker's
 /// own orchestration callback, whose caller holds the worker shared.
 fn worker_mut<'a>(w: *mut dagrt_worker_t) -> Result<&'a mut dagrt_worker_t> {
-    not_in_own_callback(w)?;
+    not_in_callback(w)?;
     need_mut(w, "worker")
 }
 
@@ -79,7 +79,7 @@ thread_local! {
 /// A worker must not be reconfigured, closed or freed from inside its own orchestration
 /// callback: the call that runs the callback goes on using it when the callback returns.
 /// Nor from inside the log hook, which init and close call on the host thread midway.
-fn not_in_own_callback(w: *const dagrt_worker_t) -> Result<()> {
+fn not_in_callback(w: *const dagrt_worker_t) -> Result<()> {
     if !w.is_null() && IN_CALLBACK.with(|c| c.get()) == w as usize {
         return err(
             Status::WrongState,
@@ -222,7 +222,7 @@ pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
             return Ok(());
         }
         // Nothing is freed then: the handle stays valid for a later free.
-        not_in_own_callback(worker)?;
+        not_in_callback(worker)?;
         worker_ref(worker)?
             .worker
             .refuse_own_task("dagrt_worker_free")?;
