@@ -72,6 +72,9 @@ pub struct Sched {
     idle_subs: Vec<u32>,
     /// The current stall episode of a blocked group head, if any.
     stall: Option<Stall>,
+    /// The stall warning of this pass, logged once the role is released (`release_role`):
+    /// the log hook is the host's code, and may be slow or call back into dagrt.
+    warning: Option<String>,
     /// When the next idle lane's look sweeps for stuck lanes of tiny jobs
     /// (`book::STUCK_SWEEP`; None while no lane queues tiny jobs with another idle).
     next_sweep: Option<Instant>,
@@ -83,6 +86,15 @@ unsafe impl Send for Sched {}
 
 fn role(e: &Engine) -> std::sync::MutexGuard<'_, Option<Sched>> {
     e.sched.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Release the scheduler role, then log the warning its passes left, if any.
+fn release_role(mut g: std::sync::MutexGuard<'_, Option<Sched>>) {
+    let warning = g.as_mut().and_then(|s| s.warning.take());
+    drop(g);
+    if let Some(m) = warning {
+        crate::log::emit(crate::log::LogLevel::Warn, &m);
+    }
 }
 
 /// Body of the scheduler thread.
@@ -107,9 +119,12 @@ pub fn scheduler_main(e: Arc<Engine>) {
                     s.consume_reclaim();
                 }
                 if s.stop_lanes_if_done() {
+                    release_role(g);
                     return;
                 }
-                (!progress).then(|| s.wait_params())
+                let wait = (!progress).then(|| s.wait_params());
+                release_role(g);
+                wait
             }
             // A lane is running passes: let it finish, then look again.
             None => {
@@ -166,6 +181,7 @@ pub fn idle_sweep(e: &Engine) {
     if s.sweep_if_due() {
         s.pass();
     }
+    release_role(g);
 }
 
 /// A lane reported a completion: run the passes it calls for if the role is free, else make
@@ -192,7 +208,7 @@ pub fn after_completion(e: &Engine) {
     }
     // A new stall episode needs the scheduler thread's timed wait for its warning.
     let new_episode = s.stall.as_ref().is_some_and(|st| Some(st.since) != episode);
-    drop(g);
+    release_role(g);
     if new_episode {
         e.sched_event.notify();
     } else if busy {
@@ -224,6 +240,7 @@ impl Sched {
             held_len: 0,
             idle_subs: Vec::new(),
             stall: None,
+            warning: None,
             next_sweep: None,
         }
     }

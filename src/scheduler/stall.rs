@@ -66,9 +66,8 @@ impl Sched {
                 queued_on(l).map(|sid| format!("{} (single FIFO head slot {sid})", id(l)))
             })
             .collect();
-        crate::log::emit(
-            crate::log::LogLevel::Warn,
-            &format!(
+        self.warning = Some(
+            format!(
                 "group slot {head} at the group FIFO head has been blocked for {} s: busy targets {busy:?}; \
                  idle-but-queued targets [{}] are reserved for it",
                 STALL_WARNING_AFTER.as_secs(),
