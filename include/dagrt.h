@@ -765,7 +765,8 @@ enum dagrt_status dagrt_worker_close(struct dagrt_worker_t *worker);
  nothing is torn down: the worker keeps running them and refuses new runs
  (`dagrt_begin_run` fails with DAGRT_STATUS_WRONG_STATE); close it again later.
  `*out_closed` = 1 once it is closed. Fails with DAGRT_STATUS_WRONG_STATE if a run is still
- open for submission.
+ open for submission, and with DAGRT_STATUS_WRONG_THREAD when called from a task running on
+ one of the worker's lanes (as do the calls that add lanes, pin them, or init).
  */
 enum dagrt_status dagrt_worker_close_for(struct dagrt_worker_t *worker, uint64_t timeout_ms, uint32_t *out_closed);
 

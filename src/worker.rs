@@ -380,14 +380,17 @@ impl Worker {
         self.close_within(None).map(|_| ())
     }
 
+    /// Whether the caller is a task running on one of this worker's lanes.
+    pub fn on_own_lane(&self) -> bool {
+        self.engine
+            .as_ref()
+            .is_some_and(|e| crate::lane::running_on(e).is_some())
+    }
+
     /// Fails with WRONG_THREAD when the caller is a task running on one of this worker's
     /// lanes: `what` (an unbounded close, or a free) would wait for that task to end.
     pub fn refuse_own_task(&self, what: &str) -> Result<()> {
-        if self
-            .engine
-            .as_ref()
-            .is_some_and(|e| crate::lane::running_on(e).is_some())
-        {
+        if self.on_own_lane() {
             return err(
                 Status::WrongThread,
                 format!(

@@ -5,6 +5,8 @@
  *    for it); a timed wait on it (timeout 0) and dagrt_run_done answer "not done";
  *  - dagrt_worker_close and dagrt_worker_free from the task -> WRONG_THREAD: nothing is torn
  *    down or freed, the run completes, and the host closes and frees the worker afterwards;
+ *    so do dagrt_worker_close_for, adding lanes and init (no exclusive use of the worker
+ *    while the host waits on it);
  *  - the rule is per worker and per run: a task of worker A waits without bound for a run of
  *    worker B and gets its result, and a task waits without bound for an earlier run of its
  *    own worker that has ended.
@@ -24,8 +26,8 @@
  * run's wait returned (which orders the task's writes before the reads). */
 struct seen {
     dagrt_worker_t *w;
-    dagrt_status wait, wait_for, done_q, close;
-    uint32_t timed_done, done;
+    dagrt_status wait, wait_for, done_q, close, close_for, lanes, init;
+    uint32_t timed_done, done, closed;
     char wait_msg[MSG], close_msg[MSG], free_msg[MSG];
     int ran;
 };
@@ -40,12 +42,16 @@ static int32_t reenter(const dagrt_task_view *t, void *user)
     struct seen *s = user;
     s->timed_done = 7;
     s->done = 7;
+    s->closed = 7;
     s->wait = dagrt_wait_run(s->w, t->run_id);
     keep_msg(s->wait_msg);
     s->wait_for = dagrt_wait_run_for(s->w, t->run_id, 0, &s->timed_done);
     s->done_q = dagrt_run_done(s->w, t->run_id, &s->done);
     s->close = dagrt_worker_close(s->w);
     keep_msg(s->close_msg);
+    s->close_for = dagrt_worker_close_for(s->w, 0, &s->closed);
+    s->lanes = dagrt_worker_add_sub_lanes(s->w, 1);
+    s->init = dagrt_worker_init(s->w);
     dagrt_worker_free(s->w);
     keep_msg(s->free_msg);
     s->ran = 1;
@@ -101,6 +107,15 @@ static void test_own_worker_refused(void)
     CHECKF(s.close == DAGRT_STATUS_WRONG_THREAD, "dagrt_worker_close from its task: %s (%s)",
            dagrt_status_str(s.close), s.close_msg);
     CHECKF(h_contains(s.close_msg, "dagrt_worker_close"), "message: %s", s.close_msg);
+    /* Nor closed with a budget (which would refuse new runs from then on), given lanes or
+     * initialised: each would take the worker exclusively while the host waits on it. */
+    CHECKF(s.close_for == DAGRT_STATUS_WRONG_THREAD, "close_for from its task: %s",
+           dagrt_status_str(s.close_for));
+    CHECK_EQ_U64(s.closed, 7);
+    CHECKF(s.lanes == DAGRT_STATUS_WRONG_THREAD, "add_sub_lanes from its task: %s",
+           dagrt_status_str(s.lanes));
+    CHECKF(s.init == DAGRT_STATUS_WRONG_THREAD, "init from its task: %s",
+           dagrt_status_str(s.init));
     CHECKF(h_contains(s.free_msg, "dagrt_worker_free") && h_contains(s.free_msg, "task"),
            "dagrt_worker_free from its task left: %s", s.free_msg);
     /* Nothing was torn down: the worker still runs work, then closes and frees. */

@@ -64,9 +64,21 @@ pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worke
 
 /// Exclusive: only the configuration and lifecycle calls (add lanes, init, close), which the
 /// API documents as not racing with other calls on the worker. Refused inside the worker's
-/// own orchestration callback, whose caller holds the worker shared.
-fn worker_mut<'a>(w: *mut dagrt_worker_t) -> Result<&'a mut dagrt_worker_t> {
+/// own orchestration callback, whose caller holds the worker shared, and from a task running
+/// on one of its lanes, whose host thread may be inside a call on the worker (a wait) while
+/// the task runs. `what` names the call in the latter's message.
+fn worker_mut<'a>(w: *mut dagrt_worker_t, what: &str) -> Result<&'a mut dagrt_worker_t> {
     not_in_callback(w)?;
+    if worker_ref(w)?.worker.on_own_lane() {
+        return err(
+            Status::WrongThread,
+            format!(
+                "{what}: called from a task running on this worker's lane; a worker is not \
+                 configured or closed from its own tasks (a close would wait for the task, and \
+                 the host thread may be inside a call on the worker)"
+            ),
+        );
+    }
     need_mut(w, "worker")
 }
 
@@ -138,13 +150,21 @@ pub extern "C" fn dagrt_worker_add_next_level_lane(
     worker: *mut dagrt_worker_t,
     worker_id: i32,
 ) -> Status {
-    boundary(|| worker_mut(worker)?.worker.add_next_level_lane(worker_id))
+    boundary(|| {
+        worker_mut(worker, "dagrt_worker_add_next_level_lane")?
+            .worker
+            .add_next_level_lane(worker_id)
+    })
 }
 
 /// Add `count` SUB thread lanes. Before init only.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_add_sub_lanes(worker: *mut dagrt_worker_t, count: u32) -> Status {
-    boundary(|| worker_mut(worker)?.worker.add_sub_lanes(count))
+    boundary(|| {
+        worker_mut(worker, "dagrt_worker_add_sub_lanes")?
+            .worker
+            .add_sub_lanes(count)
+    })
 }
 
 /// Pin the lane threads to CPUs: lane i, in the order lanes were added, runs on
@@ -160,7 +180,7 @@ pub extern "C" fn dagrt_worker_set_lane_cpus(
     count: u32,
 ) -> Status {
     boundary(|| {
-        let w = worker_mut(worker)?;
+        let w = worker_mut(worker, "dagrt_worker_set_lane_cpus")?;
         let cpus = slice(cpus, count, "cpus")?;
         w.worker.set_lane_cpus(cpus)
     })
@@ -169,7 +189,7 @@ pub extern "C" fn dagrt_worker_set_lane_cpus(
 /// Start the worker: fork hygiene, map the heap rings, start lanes, then the scheduler.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
-    boundary(|| worker_mut(worker)?.worker.init())
+    boundary(|| worker_mut(worker, "dagrt_worker_init")?.worker.init())
 }
 
 /// Stop the worker: waits for every closed run to finish, however long that takes (see
@@ -179,14 +199,7 @@ pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
 /// (it would wait for that task). Idempotent.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
-    boundary(|| {
-        // Refused before the exclusive borrow: the host thread waiting for this task may be
-        // in a call on the worker.
-        worker_ref(worker)?
-            .worker
-            .refuse_own_task("dagrt_worker_close")?;
-        worker_mut(worker)?.worker.close()
-    })
+    boundary(|| worker_mut(worker, "dagrt_worker_close")?.worker.close())
 }
 
 /// Stop the worker within a cleanup budget of `timeout_ms`: as `dagrt_worker_close`, but when
@@ -194,7 +207,8 @@ pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
 /// nothing is torn down: the worker keeps running them and refuses new runs
 /// (`dagrt_begin_run` fails with DAGRT_STATUS_WRONG_STATE); close it again later.
 /// `*out_closed` = 1 once it is closed. Fails with DAGRT_STATUS_WRONG_STATE if a run is still
-/// open for submission.
+/// open for submission, and with DAGRT_STATUS_WRONG_THREAD when called from a task running on
+/// one of the worker's lanes (as do the calls that add lanes, pin them, or init).
 #[no_mangle]
 pub extern "C" fn dagrt_worker_close_for(
     worker: *mut dagrt_worker_t,
@@ -204,7 +218,9 @@ pub extern "C" fn dagrt_worker_close_for(
     boundary(|| {
         let out = need_mut(out_closed, "out_closed")?;
         let budget = std::time::Duration::from_millis(timeout_ms);
-        *out = worker_mut(worker)?.worker.close_within(Some(budget))? as u32;
+        *out = worker_mut(worker, "dagrt_worker_close_for")?
+            .worker
+            .close_within(Some(budget))? as u32;
         Ok(())
     })
 }
