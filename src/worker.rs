@@ -486,6 +486,74 @@ mod tests {
         LOGGED.lock().unwrap().push(m);
     }
 
+    static HELD: Mutex<Option<Worker>> = Mutex::new(None);
+    /// The log hook is process-wide: tests that install it run one at a time.
+    static HOOK_USERS: Mutex<()> = Mutex::new(());
+
+    /// Drops the worker parked in HELD, once the host has parked it there.
+    unsafe extern "C" fn drop_held(_t: *const TaskView, _u: *mut c_void) -> i32 {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < until {
+            let w = HELD.lock().unwrap().take();
+            if w.is_some() {
+                drop(w);
+                return 0;
+            }
+            std::thread::yield_now();
+        }
+        1
+    }
+
+    /// The Rust API's `Worker` dropped by a task running on its own lane: closing would wait
+    /// for that task, so the drop logs an error and leaves the threads running (they hold
+    /// the engine) instead of hanging the lane. The run still completes.
+    #[test]
+    fn a_worker_dropped_from_its_own_lane_is_left_running() {
+        let _one = HOOK_USERS.lock().unwrap_or_else(|p| p.into_inner());
+        crate::log::set_hook(Some(keep), std::ptr::null_mut());
+        let mut w = Worker::new(WorkerConfig::default()).unwrap();
+        w.add_sub_lanes(1).unwrap();
+        w.init().unwrap();
+        let c = crate::callable::register(
+            "worker.tests.drop_held",
+            8,
+            crate::callable::CallableKind::Task as u32,
+            drop_held,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        let e = w.engine().unwrap().clone();
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let run = o.begin_run().unwrap();
+        let a = TaskArgs::of_tensors(&mut []);
+        o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
+            .unwrap();
+        o.close_run_submission(run).unwrap();
+        drop(o);
+        *HELD.lock().unwrap() = Some(w);
+        // The task completed (so the lane went on after the drop returned), successfully
+        // (so it found the worker and dropped it).
+        let r = e.runs.get(run).unwrap();
+        assert!(r.wait(Some(Duration::from_secs(20))));
+        assert!(r.result().is_ok(), "{:?}", r.result());
+        assert!(HELD.lock().unwrap().is_none());
+        assert!(
+            !e.stop.load(Ordering::Acquire),
+            "the threads were left running"
+        );
+        crate::log::set_hook(None, std::ptr::null_mut());
+        let logged = LOGGED.lock().unwrap().clone();
+        assert!(
+            logged
+                .iter()
+                .any(|m| m.contains("dropping the worker") && m.contains("left running")),
+            "{logged:?}"
+        );
+        // What close would have done, from here: stop the detached threads.
+        e.stop.store(true, Ordering::Release);
+        e.sched_event.notify();
+    }
+
     unsafe extern "C" fn read_mask(_t: *const TaskView, _u: *mut c_void) -> i32 {
         *LANE_MASK.lock().unwrap() = crate::affinity::allowed_cpus().ok();
         0
@@ -502,6 +570,7 @@ mod tests {
         let missing = u32::try_from(configured).expect("a CPU count");
         assert!((missing as usize) < libc::CPU_SETSIZE as usize);
         let mine = crate::affinity::allowed_cpus().unwrap();
+        let _one = HOOK_USERS.lock().unwrap_or_else(|p| p.into_inner());
         crate::log::set_hook(Some(keep), std::ptr::null_mut());
         let mut w = Worker::new(WorkerConfig::default()).unwrap();
         w.add_sub_lanes(1).unwrap();
