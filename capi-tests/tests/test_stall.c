@@ -17,6 +17,8 @@
  *    the idle target's only queued single is cancelled (its run's submission fails: a
  *    cancelled entry waits for nothing), and 0.5 s later another run queues a single for it;
  *    no warning 5 s after the first condition appeared, one 5 s after the second.
+ *  - the hook is called with the scheduler role released: a hook that frees the busy target
+ *    and waits for the group to launch sees it launch.
  */
 #define H_BLOCK_TIMEOUT_MS 60000u /* gates stay shut for many seconds here */
 #include "harness.h"
@@ -294,11 +296,56 @@ static void test_condition_returning_starts_a_new_episode(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* The hook runs after the scheduler role is released: the host's hook may be slow or wait for
+ * dispatch. Here it opens the gate that frees the busy target, then waits (bounded) for the
+ * group to launch; with the role held by the thread in the hook, no pass could launch it. */
+static int saw_launch = -1; /* written by the hook's thread, read after the warning is seen */
+
+static void hook_waits_for_dispatch(uint32_t level, const char *msg, void *user)
+{
+    (void)user;
+    if (level != DAGRT_LOG_LEVEL_WARN || !strstr(msg, "group slot"))
+        return;
+    h_gate_open(0);
+    saw_launch = H_POLL(h_start(1) != 0, 5000);
+    pthread_mutex_lock(&log_mu);
+    warnings++;
+    pthread_mutex_unlock(&log_mu);
+}
+
+static void test_hook_runs_outside_the_scheduler_role(void)
+{
+    dagrt_orch_t *o;
+    dagrt_run_id run1, run2;
+    h_step s3 = h_step_id(3);
+    dagrt_worker_t *w;
+    blocked_head(&w, &o, &run1, NULL);
+    REQUIRE(w != NULL);
+    REQUIRE_OK(dagrt_set_log_hook(hook_waits_for_dispatch, NULL));
+    /* run 2: a single for idle lane 20, held back by the group's reservation: the stall */
+    REQUIRE_OK(dagrt_begin_run(o, &run2));
+    SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run2));
+    REQUIRE(H_POLL(warning_count() >= 1, 15000));
+    CHECKF(saw_launch == 1, "the group did not launch while the log hook ran (%d): the hook "
+                            "was called with the scheduler role held", saw_launch);
+    EXPECT_OK(h_wait(w, run1));
+    EXPECT_OK(h_wait(w, run2));
+    EXPECT_OK(dagrt_release_run(w, run1));
+    EXPECT_OK(dagrt_release_run(w, run2));
+    for (int id = 0; id <= 3; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK_BEFORE(2, 3); /* S3 waited for the group */
+    h_close_worker(w);
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
 int main(void)
 {
     h_begin("stall", 120);
     RUN_TEST(test_stall_episodes);
     RUN_TEST(test_cancelled_singles_are_no_stall);
     RUN_TEST(test_condition_returning_starts_a_new_episode);
+    RUN_TEST(test_hook_runs_outside_the_scheduler_role);
     return h_done();
 }
