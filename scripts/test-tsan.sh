@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Run the Rust tests (the library's unit tests and every integration test) under
-# ThreadSanitizer: a nightly toolchain with rust-src (installed with rustup if missing), the
-# standard library rebuilt instrumented (-Zbuild-std), build outputs in target/tsan. Any
-# report fails the script. The soaks run shorter than their defaults under TSAN's 5-15x
-# slowdown unless set: DAGRT_STRESS_RUNS (3000), DAGRT_FAULT_RUNS (2000), DAGRT_FUZZ_SEQS (300).
-# Fork-based tests are skipped, as under `cargo test`. The loom models are not built here.
+# Run the tests under ThreadSanitizer: a nightly toolchain with rust-src (installed with rustup
+# if missing), the standard library rebuilt instrumented (-Zbuild-std), build outputs in
+# target/tsan. Any report fails the script.
+#  1. The Rust tests (the library's unit tests and every integration test). The soaks run
+#     shorter than their defaults under TSAN's 5-15x slowdown unless set: DAGRT_STRESS_RUNS
+#     (3000), DAGRT_FAULT_RUNS (2000), DAGRT_FUZZ_SEQS (300). Fork-based tests are skipped, as
+#     under `cargo test`; the loom models are not built here.
+#  2. The C harness's test programs (ctest label capi, in build/capi-tsan, compiled with
+#     gcc -fsanitize=thread) against the instrumented libdagrt.so, except test_limits (TSAN's
+#     own allocations fail under its RLIMIT_DATA). The package and example checks, which build
+#     projects of their own without the flags, are left to command 2.
+#     capi-tests/sanitizer/tsan_mem_shim.c supplies the three entry points GCC's libtsan
+#     lacks. Installs cmake and pkg-config with apt-get if missing.
 #
 #   scripts/test-tsan.sh
 set -euo pipefail
@@ -29,4 +36,30 @@ export DAGRT_FUZZ_SEQS="${DAGRT_FUZZ_SEQS:-300}"
 # --target keeps the sanitizer off build scripts and proc macros (they run on the host).
 echo "== cargo +nightly test -Zbuild-std --target $host --release --lib --tests (ThreadSanitizer)"
 cargo +nightly test -Zbuild-std --target "$host" --release --lib --tests
+
+echo "== libdagrt.so, instrumented"
+cargo +nightly build -Zbuild-std --target "$host" --release --lib
+lib_dir="$root/target/tsan/$host/release"
+
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing: ${missing[*]}"
+    [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+echo "== capi-tests with -fsanitize=thread (build/capi-tsan)"
+mkdir -p build/capi-tsan
+cc -c -O1 capi-tests/sanitizer/tsan_mem_shim.c -o build/capi-tsan/tsan_mem_shim.o
+cmake -S capi-tests -B build/capi-tsan -Ddagrt_DIR="$root/cmake" -DDAGRT_LIB_DIR="$lib_dir" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS="-fsanitize=thread" -DCMAKE_CXX_FLAGS="-fsanitize=thread" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread $root/build/capi-tsan/tsan_mem_shim.o"
+cmake --build build/capi-tsan --parallel "$(nproc 2>/dev/null || echo 2)"
+ctest --test-dir build/capi-tsan --output-on-failure -L '^capi$' -E '^test_limits$' --timeout 300
 echo "== ThreadSanitizer: no reports"
