@@ -41,17 +41,8 @@ echo "== libdagrt.so, instrumented"
 cargo +nightly build -Zbuild-std --target "$host" --release --lib
 lib_dir="$root/target/tsan/$host/release"
 
-missing=()
-command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-command -v c++ >/dev/null 2>&1 || missing+=(g++)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "== installing: ${missing[*]}"
-    [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+. scripts/need_commands.sh
+need_commands cmake:cmake pkg-config:pkg-config c++:g++
 
 echo "== capi-tests with -fsanitize=thread (build/capi-tsan)"
 mkdir -p build/capi-tsan

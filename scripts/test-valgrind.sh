@@ -10,18 +10,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-missing=()
-command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
-command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-command -v c++ >/dev/null 2>&1 || missing+=(g++)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "== installing: ${missing[*]}"
-    [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+. scripts/need_commands.sh
+need_commands valgrind:valgrind cmake:cmake pkg-config:pkg-config c++:g++
 
 echo "== cargo build --release"
 cargo build --release

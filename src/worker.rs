@@ -486,6 +486,32 @@ mod tests {
         LOGGED.lock().unwrap().push(m);
     }
 
+    /// A started worker of one SUB lane (pinned to `cpus`, unchecked, if any) running a run of
+    /// one task of `exec`, closed for submission; returns the worker and the run.
+    fn one_task_run(
+        cpus: Vec<u32>,
+        name: &str,
+        ns: u32,
+        exec: crate::callable::Executor,
+    ) -> (Worker, crate::run::RunId) {
+        let mut w = Worker::new(WorkerConfig::default()).unwrap();
+        w.add_sub_lanes(1).unwrap();
+        w.lane_cpus = cpus;
+        w.init().unwrap();
+        let kind = crate::callable::CallableKind::Task as u32;
+        let c = crate::callable::register(name, ns, kind, exec, std::ptr::null_mut()).unwrap();
+        let run = {
+            let mut o = w.orchestrator().unwrap().lock().unwrap();
+            let run = o.begin_run().unwrap();
+            let a = TaskArgs::of_tensors(&mut []);
+            o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
+                .unwrap();
+            o.close_run_submission(run).unwrap();
+            run
+        };
+        (w, run)
+    }
+
     static HELD: Mutex<Option<Worker>> = Mutex::new(None);
     /// The log hook is process-wide: tests that install it run one at a time.
     static HOOK_USERS: Mutex<()> = Mutex::new(());
@@ -511,25 +537,8 @@ mod tests {
     fn a_worker_dropped_from_its_own_lane_is_left_running() {
         let _one = HOOK_USERS.lock().unwrap_or_else(|p| p.into_inner());
         crate::log::set_hook(Some(keep), std::ptr::null_mut());
-        let mut w = Worker::new(WorkerConfig::default()).unwrap();
-        w.add_sub_lanes(1).unwrap();
-        w.init().unwrap();
-        let c = crate::callable::register(
-            "worker.tests.drop_held",
-            8,
-            crate::callable::CallableKind::Task as u32,
-            drop_held,
-            std::ptr::null_mut(),
-        )
-        .unwrap();
+        let (w, run) = one_task_run(vec![], "worker.tests.drop_held", 8, drop_held);
         let e = w.engine().unwrap().clone();
-        let mut o = w.orchestrator().unwrap().lock().unwrap();
-        let run = o.begin_run().unwrap();
-        let a = TaskArgs::of_tensors(&mut []);
-        o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
-            .unwrap();
-        o.close_run_submission(run).unwrap();
-        drop(o);
         *HELD.lock().unwrap() = Some(w);
         // The task completed (so the lane went on after the drop returned), successfully
         // (so it found the worker and dropped it).
@@ -572,27 +581,7 @@ mod tests {
         let mine = crate::affinity::allowed_cpus().unwrap();
         let _one = HOOK_USERS.lock().unwrap_or_else(|p| p.into_inner());
         crate::log::set_hook(Some(keep), std::ptr::null_mut());
-        let mut w = Worker::new(WorkerConfig::default()).unwrap();
-        w.add_sub_lanes(1).unwrap();
-        w.lane_cpus = vec![missing];
-        w.init().unwrap();
-        let c = crate::callable::register(
-            "worker.tests.read_mask",
-            7,
-            crate::callable::CallableKind::Task as u32,
-            read_mask,
-            std::ptr::null_mut(),
-        )
-        .unwrap();
-        let run = {
-            let mut o = w.orchestrator().unwrap().lock().unwrap();
-            let run = o.begin_run().unwrap();
-            let a = TaskArgs::of_tensors(&mut []);
-            o.submit(SubmitKind::Sub, &c, &[a], &CallConfig::default(), &[])
-                .unwrap();
-            o.close_run_submission(run).unwrap();
-            run
-        };
+        let (w, run) = one_task_run(vec![missing], "worker.tests.read_mask", 7, read_mask);
         let e = w.engine().unwrap().clone();
         assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(10))));
         drop(w);
