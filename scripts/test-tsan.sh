@@ -4,8 +4,8 @@
 # target/tsan. Any report fails the script.
 #  1. The Rust tests (the library's unit tests and every integration test). The soaks run
 #     shorter than their defaults under TSAN's 5-15x slowdown unless set: DAGRT_STRESS_RUNS
-#     (3000), DAGRT_FAULT_RUNS (2000), DAGRT_FUZZ_SEQS (300). Fork-based tests are skipped, as
-#     under `cargo test`; the loom models are not built here.
+#     (3000), DAGRT_FAULT_RUNS (2000), DAGRT_FUZZ_SEQS (300). The loom models are not built
+#     here.
 #  2. The C harness's test programs (ctest label capi, in build/capi-tsan, compiled with
 #     gcc -fsanitize=thread) against the instrumented libdagrt.so, except test_limits (TSAN's
 #     own allocations fail under its RLIMIT_DATA). The package and example checks, which build
