@@ -388,14 +388,14 @@ impl Worker {
     }
 
     /// Fails with WRONG_THREAD when the caller is a task running on one of this worker's
-    /// lanes: `what` (an unbounded close, or a free) would wait for that task to end.
+    /// lanes: `what` (a close, or a free) would wait for that task to end.
     pub fn refuse_own_task(&self, what: &str) -> Result<()> {
         if self.on_own_lane() {
             return err(
                 Status::WrongThread,
                 format!(
                     "{what}: called from a task running on this worker's lane, which it would \
-                     wait for (call it from another thread; a close can take a budget)"
+                     wait for (call it from another thread)"
                 ),
             );
         }
@@ -409,9 +409,9 @@ impl Worker {
         let Some(e) = self.engine.clone() else {
             return Ok(true);
         };
-        if budget.is_none() {
-            self.refuse_own_task("close")?;
-        }
+        // With a budget too: the task's own run cannot end while it waits, and a timed-out
+        // close would leave the worker refusing new runs.
+        self.refuse_own_task("close")?;
         if let Some(o) = &self.orch {
             let o = o.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(r) = o.current_run() {
@@ -516,12 +516,19 @@ mod tests {
     /// The log hook is process-wide: tests that install it run one at a time.
     static HOOK_USERS: Mutex<()> = Mutex::new(());
 
-    /// Drops the worker parked in HELD, once the host has parked it there.
+    /// What `close_within` with a budget returned from the worker's own task.
+    static CLOSE_FROM_TASK: Mutex<Option<Status>> = Mutex::new(None);
+
+    /// Closes (with a budget), then drops, the worker parked in HELD, once the host has
+    /// parked it there.
     unsafe extern "C" fn drop_held(_t: *const TaskView, _u: *mut c_void) -> i32 {
         let until = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < until {
             let w = HELD.lock().unwrap().take();
-            if w.is_some() {
+            if let Some(mut w) = w {
+                let closed = w.close_within(Some(Duration::ZERO));
+                *CLOSE_FROM_TASK.lock().unwrap() =
+                    Some(closed.err().map_or(Status::Ok, |x| x.status));
                 drop(w);
                 return 0;
             }
@@ -530,9 +537,10 @@ mod tests {
         1
     }
 
-    /// The Rust API's `Worker` dropped by a task running on its own lane: closing would wait
-    /// for that task, so the drop logs an error and leaves the threads running (they hold
-    /// the engine) instead of hanging the lane. The run still completes.
+    /// The Rust API's `Worker` closed with a budget, then dropped, by a task running on its
+    /// own lane: closing would wait for that task, so the close is refused, and the drop logs
+    /// an error and leaves the threads running (they hold the engine) instead of hanging the
+    /// lane. The run still completes.
     #[test]
     fn a_worker_dropped_from_its_own_lane_is_left_running() {
         let _one = HOOK_USERS.lock().unwrap_or_else(|p| p.into_inner());
@@ -546,6 +554,10 @@ mod tests {
         assert!(r.wait(Some(Duration::from_secs(20))));
         assert!(r.result().is_ok(), "{:?}", r.result());
         assert!(HELD.lock().unwrap().is_none());
+        // A close with a budget was refused too (it would have timed out waiting for the
+        // task, and left the worker refusing new runs).
+        assert_eq!(*CLOSE_FROM_TASK.lock().unwrap(), Some(Status::WrongThread));
+        assert!(!e.closing.load(Ordering::Acquire));
         assert!(
             !e.stop.load(Ordering::Acquire),
             "the threads were left running"
