@@ -380,22 +380,22 @@ impl Worker {
         self.close_within(None).map(|_| ())
     }
 
-    /// Whether the caller is a task running on one of this worker's lanes.
-    pub fn on_own_lane(&self) -> bool {
-        self.engine
+    /// Fails with WRONG_THREAD when the caller is a task running on one of this worker's
+    /// lanes: a close or a free (`what`) would wait for that task to end, and the C API's
+    /// configuration calls would take the worker exclusively while its host thread may be
+    /// inside a call on it.
+    pub fn refuse_own_task(&self, what: &str) -> Result<()> {
+        if self
+            .engine
             .as_ref()
             .is_some_and(|e| crate::lane::running_on(e).is_some())
-    }
-
-    /// Fails with WRONG_THREAD when the caller is a task running on one of this worker's
-    /// lanes: `what` (a close, or a free) would wait for that task to end.
-    pub fn refuse_own_task(&self, what: &str) -> Result<()> {
-        if self.on_own_lane() {
+        {
             return err(
                 Status::WrongThread,
                 format!(
-                    "{what}: called from a task running on this worker's lane, which it would \
-                     wait for (call it from another thread)"
+                    "{what}: called from a task running on this worker's lane; a worker is not \
+                     configured, closed or freed from its own tasks (a close would wait for the \
+                     task; call it from another thread)"
                 ),
             );
         }

@@ -62,23 +62,14 @@ pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worke
     super::need(w, "worker")
 }
 
-/// Exclusive: only the configuration and lifecycle calls (add lanes, init, close), which the
-/// API documents as not racing with other calls on the worker. Refused inside the worker's
-/// own orchestration callback, whose caller holds the worker shared, and from a task running
-/// on one of its lanes, whose host thread may be inside a call on the worker (a wait) while
-/// the task runs. `what` names the call in the latter's message.
+/// Exclusive: only the configuration and lifecycle calls (add lanes, init, close, free),
+/// which the API documents as not racing with other calls on the worker. Refused inside the
+/// worker's own orchestration callback, whose caller holds the worker shared, and from a task
+/// running on one of its lanes, whose host thread may be inside a call on the worker (a wait)
+/// while the task runs. `what` names the call in the latter's message.
 fn worker_mut<'a>(w: *mut dagrt_worker_t, what: &str) -> Result<&'a mut dagrt_worker_t> {
     not_in_callback(w)?;
-    if worker_ref(w)?.worker.on_own_lane() {
-        return err(
-            Status::WrongThread,
-            format!(
-                "{what}: called from a task running on this worker's lane; a worker is not \
-                 configured or closed from its own tasks (a close would wait for the task, and \
-                 the host thread may be inside a call on the worker)"
-            ),
-        );
-    }
+    worker_ref(w)?.worker.refuse_own_task(what)?;
     need_mut(w, "worker")
 }
 
@@ -237,11 +228,9 @@ pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
         if worker.is_null() {
             return Ok(());
         }
-        // Nothing is freed then: the handle stays valid for a later free.
-        not_in_callback(worker)?;
-        worker_ref(worker)?
-            .worker
-            .refuse_own_task("dagrt_worker_free")?;
+        // Refused as any exclusive use is; nothing is freed then, and the handle stays valid
+        // for a later free.
+        worker_mut(worker, "dagrt_worker_free")?;
         // SAFETY: the pointer came from dagrt_worker_new and is freed once (caller contract).
         drop(unsafe { Box::from_raw(worker) });
         Ok(())
