@@ -112,7 +112,10 @@ typedef enum dagrt_status {
 
 /*
  How a tensor participates in dependency inference (the Orchestrator seed's tag table).
- Tags are read only inside `submit_*`; nothing after submit sees them.
+ Tags are read only inside `submit_*`: dispatch and completion never look at them (the
+ executor's view carries each tensor as submitted, tag field included). A task's reads
+ depend on the writers before it, whatever the order of its tensors and members: a write
+ listed ahead of a read of the same bytes does not hide the earlier writer.
  */
 enum dagrt_tag
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L

@@ -15,7 +15,9 @@
  *  - NO_DEP neither looks up nor inserts;
  *  - repeated producers (two tensors + add_dep + add_dep_wait on one producer) collapse:
  *    the consumer runs once after the producer and the run drains completely;
- *  - WaW via INOUT: the INOUT writer waits for the prior OUTPUT writer.
+ *  - WaW via INOUT: the INOUT writer waits for the prior OUTPUT writer;
+ *  - a read listed after a write of the same bytes (in one task, or across a group's
+ *    members) still waits for the earlier writer: a task's reads see the writers before it.
  */
 #include "harness.h"
 
@@ -253,6 +255,47 @@ static void test_waw_via_inout(void)
     teardown();
 }
 
+/* A task that lists a write of x before a read of x (OUTPUT or OUTPUT_EXISTING first, then
+ * INPUT or INOUT), and a group whose member 0 writes x while member 1 reads it: each reads
+ * what the earlier writer wrote, so each waits for it whatever the order of its tensors. */
+static void test_read_listed_after_write(void)
+{
+    static const uint32_t first[3] = {DAGRT_TAG_OUTPUT, DAGRT_TAG_OUTPUT_EXISTING, DAGRT_TAG_OUTPUT};
+    static const uint32_t second[3] = {DAGRT_TAG_INPUT, DAGRT_TAG_INOUT, DAGRT_TAG_INPUT};
+    for (int k = 0; k < 4; k++) {
+        uint64_t x[N] = {0};
+        dagrt_run_id run;
+        dagrt_tensor tw = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
+        h_step w = h_op_step(80, H_OP_FILL, 3);
+        w.sleep_us = 30000;
+        h_reset_records();
+        REQUIRE(setup());
+        REQUIRE_OK(dagrt_begin_run(O, &run));
+        SUBMIT_STEP(O, &w, 0, &tw, 1, NULL, 0, NULL);
+        if (k < 3) {
+            dagrt_tensor t[2] = {h_tensor(x, N, DAGRT_DTYPE_U64, first[k]),
+                                 h_tensor(x, N, DAGRT_DTYPE_U64, second[k])};
+            h_step r = h_op_step(81, H_OP_READ, 0);
+            SUBMIT_STEP(O, &r, 1, t, 2, NULL, 0, NULL);
+        } else {
+            const int32_t targets[2] = {2, 1};
+            dagrt_tensor t[2] = {h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT),
+                                 h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT)};
+            h_step steps[2] = {h_op_step(82, H_OP_NONE, 0), h_op_step(81, H_OP_READ, 0)};
+            h_group g;
+            h_make_group(&g, steps, 2, t, 1);
+            EXPECT_OK(dagrt_submit_next_level_group(O, h_step_callable(), g.a, 2, NULL, targets,
+                                                    NULL));
+        }
+        EXPECT_OK(h_finish_run(W, O, run));
+        CHECKF(h_end(80) != 0 && h_start(81) > h_end(80),
+               "case %d: the reader started before the earlier writer ended", k);
+        CHECKF(h_read[81] == 3.0 * N, "case %d: reader saw sum %g, expected %g", k, h_read[81],
+               3.0 * N);
+        teardown();
+    }
+}
+
 /* Tags are validated at submit. */
 static void test_bad_tags_rejected(void)
 {
@@ -292,6 +335,7 @@ int main(void)
     RUN_TEST(test_no_dep_ignored);
     RUN_TEST(test_repeated_producer_collapses);
     RUN_TEST(test_waw_via_inout);
+    RUN_TEST(test_read_listed_after_write);
     RUN_TEST(test_bad_tags_rejected);
     return h_done();
 }

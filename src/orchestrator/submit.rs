@@ -57,6 +57,7 @@ impl Orchestrator {
         // Step 2: move the task data into the slot, carving auto-allocated OUTPUT slabs.
         let mut cursor = slab;
         let mut flat = 0;
+        let (mut written, mut read_after_write) = (false, false);
         room_for(&mut d.tensors, self.footprints.len());
         for m in members {
             let tensor_start = d.tensors.len() as u32;
@@ -72,6 +73,9 @@ impl Orchestrator {
                     cursor = unsafe { cursor.add(n as usize) };
                     self.footprints[flat] = Footprint::of(t);
                 }
+                // A read listed after a pure write (OUTPUT, OUTPUT_EXISTING) of the task.
+                read_after_write |= written && (t.tag == INPUT || t.tag == INOUT);
+                written |= t.tag == OUTPUT || t.tag == OUTPUT_EXISTING;
                 d.tensors.push(*t);
                 flat += 1;
             }
@@ -101,20 +105,29 @@ impl Orchestrator {
         }
         {
             let mut tm = self.e.tensormap.lock();
-            for (t, fp) in d.tensors.iter().zip(self.footprints.iter()) {
-                let Some(fp) = fp else { continue };
-                let tag = Tag::from_u32(t.tag).expect("validated");
-                let producers = &mut self.producers;
-                let found = |p| {
-                    if p != sid {
-                        producers.push((p, true))
+            let producers = &mut self.producers;
+            let mut found = |p| {
+                if p != sid {
+                    producers.push((p, true))
+                }
+            };
+            let tagged = d.tensors.iter().zip(self.footprints.iter());
+            if read_after_write {
+                reads_first(&mut tm, run.id, sid, tagged, &mut found, &mut d.outputs);
+            } else {
+                // No write ahead of a read: each tensor's lookup and insert in one step (an
+                // INOUT's insert replaces only entries its own lookup has just found).
+                for (t, fp) in tagged {
+                    let Some(fp) = fp else { continue };
+                    let tag = tag_of(t);
+                    match (tag.looks_up(), tag.inserts()) {
+                        (true, true) => d
+                            .outputs
+                            .push(tm.lookup_insert(run.id, fp, sid, &mut found)),
+                        (true, false) => tm.lookup(run.id, fp, &mut found),
+                        (false, true) => d.outputs.push(tm.insert(run.id, fp, sid)),
+                        (false, false) => {}
                     }
-                };
-                match (tag.looks_up(), tag.inserts()) {
-                    (true, true) => d.outputs.push(tm.lookup_insert(run.id, fp, sid, found)),
-                    (true, false) => tm.lookup(run.id, fp, found),
-                    (false, true) => d.outputs.push(tm.insert(run.id, fp, sid)),
-                    (false, false) => {}
                 }
             }
         }
@@ -378,6 +391,43 @@ fn room_for<A: smallvec::Array>(v: &mut smallvec::SmallVec<A>, n: usize) {
     if n > v.inline_size() && n > v.capacity() {
         v.reserve_exact(n);
     }
+}
+
+const INPUT: u32 = Tag::Input as u32;
+const INOUT: u32 = Tag::Inout as u32;
+const OUTPUT: u32 = Tag::Output as u32;
+const OUTPUT_EXISTING: u32 = Tag::OutputExisting as u32;
+
+/// The tag walk of a task that lists a pure write before a read: every lookup before any
+/// insert. Its reads depend on the writers before it, whatever the order of its tensors (and
+/// members): had a write listed first replaced them in the map, a later read of the same
+/// bytes would find only this task. Rare, and kept out of the common walk's code.
+#[cold]
+#[inline(never)]
+fn reads_first<'a>(
+    tm: &mut crate::tensormap::Inner,
+    run: crate::run::RunId,
+    sid: SlotId,
+    tagged: impl Iterator<Item = (&'a crate::task::Tensor, &'a Option<Footprint>)> + Clone,
+    found: &mut impl FnMut(SlotId),
+    outputs: &mut smallvec::SmallVec<[crate::tensormap::MapKey; 1]>,
+) {
+    for (t, fp) in tagged.clone() {
+        let (Some(fp), true) = (fp, tag_of(t).looks_up()) else {
+            continue;
+        };
+        tm.lookup(run, fp, &mut *found);
+    }
+    for (t, fp) in tagged {
+        let (Some(fp), true) = (fp, tag_of(t).inserts()) else {
+            continue;
+        };
+        outputs.push(tm.insert(run, fp, sid));
+    }
+}
+
+fn tag_of(t: &crate::task::Tensor) -> Tag {
+    Tag::from_u32(t.tag).expect("validated")
 }
 
 /// Repeated producers collapse to one edge; retention wins if any path asked for it.

@@ -789,9 +789,10 @@ pub fn gen_kind(rng: &mut Rng, l: &Lanes) -> Kind {
 pub type MemberRefs<'a> = (&'a [Dep], &'a [Tensor], &'a [usize]);
 
 /// Reference model of node `idx`, byte-exact: explicit deps first (each names node
-/// `node_of(slot)`; retained if any path asks for it), then each tensor in submission order
-/// (a lookup, then an insert, so the node's own earlier writes shadow older writers): the
-/// last writer of any byte a lookup touches is required; an insert becomes the last writer.
+/// `node_of(slot)`; retained if any path asks for it), then every lookup of every member's
+/// tensors, then every insert (a node's reads see the writers before it, whatever the order
+/// of its tensors): the last writer of any byte a lookup touches is required; an insert
+/// makes the node the last writer.
 /// Returns the required producers (node -> retained) and the explicit deps in order.
 pub fn model_required(
     bufs: &mut [Buf],
@@ -810,28 +811,29 @@ pub fn model_required(
             *req.entry(p).or_insert(false) |= retain;
         }
     }
-    for &(_, tensors, buf_of) in members {
-        for (t, &bi) in tensors.iter().zip(buf_of) {
-            if bi == usize::MAX {
-                continue;
-            }
-            let tag = Tag::from_u32(t.tag).expect("tag");
-            if tag == Tag::NoDep {
-                continue;
-            }
-            let b = &mut bufs[bi];
-            view_bytes(t, b.base, scratch);
-            if tag.looks_up() {
+    for inserting in [false, true] {
+        for &(_, tensors, buf_of) in members {
+            for (t, &bi) in tensors.iter().zip(buf_of) {
+                let tag = Tag::from_u32(t.tag).expect("tag");
+                let acts = if inserting {
+                    tag.inserts()
+                } else {
+                    tag.looks_up()
+                };
+                if bi == usize::MAX || tag == Tag::NoDep || !acts {
+                    continue;
+                }
+                let b = &mut bufs[bi];
+                view_bytes(t, b.base, scratch);
                 for &x in scratch.iter() {
+                    if inserting {
+                        b.last[x as usize] = idx as u32 + 1;
+                        continue;
+                    }
                     let w = b.last[x as usize];
                     if w != 0 && w as usize - 1 != idx {
                         req.insert(w as usize - 1, true);
                     }
-                }
-            }
-            if tag.inserts() {
-                for &x in scratch.iter() {
-                    b.last[x as usize] = idx as u32 + 1;
                 }
             }
         }

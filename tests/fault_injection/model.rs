@@ -264,12 +264,19 @@ impl<'a> Builder<'a> {
         deps: &[(usize, bool)],
     ) -> BTreeSet<usize> {
         let mut may: BTreeSet<usize> = deps.iter().map(|d| d.0).collect();
-        for m in members {
-            for t in &m.tensors {
+        // Every lookup before any insert, as the engine does (a node's reads see the writers
+        // before it, whatever the order of its tensors).
+        for inserting in [false, true] {
+            for t in members.iter().flat_map(|m| &m.tensors) {
                 let Some(tag) = Tag::from_u32(t.tag) else {
                     continue;
                 };
-                if tag == Tag::NoDep {
+                let acts = if inserting {
+                    tag.inserts()
+                } else {
+                    tag.looks_up()
+                };
+                if tag == Tag::NoDep || !acts {
                     continue;
                 }
                 view_bytes(t, 0, &mut self.scratch);
@@ -278,19 +285,18 @@ impl<'a> Builder<'a> {
                     continue;
                 };
                 let hi = hi + 1;
-                if tag.looks_up() {
+                if !inserting {
                     for e in &self.u {
                         if e.node != idx && e.lo < hi && lo < e.hi {
                             may.insert(e.node);
                         }
                     }
+                    continue;
                 }
-                if tag.inserts() {
-                    if surely_dense(t) {
-                        self.u.retain(|e| !(lo <= e.lo && e.hi <= hi));
-                    }
-                    self.u.push(UEntry { node: idx, lo, hi });
+                if surely_dense(t) {
+                    self.u.retain(|e| !(lo <= e.lo && e.hi <= hi));
                 }
+                self.u.push(UEntry { node: idx, lo, hi });
             }
         }
         may
