@@ -848,6 +848,22 @@ static inline dagrt_status h_finish_run_at(const char *file, int line, dagrt_wor
 }
 #define h_finish_run(w, o, run) h_finish_run_at(__FILE__, __LINE__, (w), (o), (run))
 
+/* A run of `n` empty steps (ids first_id...) on NEXT_LEVEL lane `lane`, finished: the lane's
+ * recent jobs are then tiny, which is when the scheduler would queue jobs behind its running
+ * one if it did that on NEXT_LEVEL lanes. */
+static inline void h_warm_lane(dagrt_worker_t *w, dagrt_orch_t *o, int32_t lane, uint64_t first_id,
+                               int n)
+{
+    dagrt_run_id r;
+    if (!EXPECT_OK(dagrt_begin_run(o, &r)))
+        return;
+    for (int i = 0; i < n; i++) {
+        h_step s = h_step_id(first_id + (uint64_t)i);
+        SUBMIT_STEP(o, &s, lane, NULL, 0, NULL, 0, NULL);
+    }
+    EXPECT_OK(h_finish_run(w, o, r));
+}
+
 static inline dagrt_worker_stats_t h_stats(const dagrt_worker_t *w)
 {
     dagrt_worker_stats_t s;

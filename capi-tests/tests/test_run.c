@@ -621,7 +621,9 @@ static void test_worker_close_for(void)
  * c1 (run 1, lane 0), the consumer of a producer on lane 1, becomes READY: it joins run 1's
  * partition, still holding a1-a3, so when lane 0 frees up the order is a1, a2, a3, c1, then
  * b1. One FIFO shared by the runs would run b1 before c1. */
-static void test_ready_queue_partitioned_by_run(void)
+/* With `warm`, lane 0 first ran a run of tiny jobs: a1..a3 and b1 must still leave the FIFO
+ * only when lane 0 is idle, not queue up behind X in its mailbox ahead of c1. */
+static void ready_queue_partitioned_by_run(int warm)
 {
     dagrt_worker_t *w;
     dagrt_orch_t *o;
@@ -630,7 +632,10 @@ static void test_ready_queue_partitioned_by_run(void)
     dagrt_dep d;
     dagrt_run_stats_t rs;
     h_step x = h_step_id(1), p = h_step_id(2), c1 = h_step_id(3), b1 = h_step_id(4);
+    h_reset_records();
     REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
+    if (warm)
+        h_warm_lane(w, o, 0, 100, 16);
     x.wait_gate = 0; /* lane 0 busy until gate 0 */
     p.wait_gate = 1; /* c1's producer, on lane 1, until gate 1 */
 
@@ -672,9 +677,15 @@ static void test_ready_queue_partitioned_by_run(void)
     CHECKF(h_end(3) != 0 && h_end(3) < h_start(4),
            "run 2's b1 (start %" PRIu64 ") ran before run 1's c1 (start %" PRIu64 "), which "
            "became READY later but belongs to the run holding lane 0's FIFO head: the ready "
-           "queue is not partitioned by run",
-           h_start(4), h_start(3));
+           "queue is not partitioned by run (lane 0 warmed with tiny jobs: %d)",
+           h_start(4), h_start(3), warm);
     h_close_worker(w);
+}
+
+static void test_ready_queue_partitioned_by_run(void)
+{
+    ready_queue_partitioned_by_run(0);
+    ready_queue_partitioned_by_run(1);
 }
 
 int main(void)

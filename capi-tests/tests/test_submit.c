@@ -492,7 +492,9 @@ static void test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job(void)
  * group FIFO head first. s1 runs on lane 0; s2 for lane 0 and then a group on lanes {0, 1}
  * wait. When s1 ends, the group launches before s2. (With s2 queued behind s1 in lane 0's
  * mailbox, it started first and the group waited for it.) */
-static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
+/* With `warm`, lane 0 first ran a run of tiny jobs: its recent jobs are short, and s2 must
+ * still wait in the FIFO (not behind s1 in the lane's mailbox) for the group to pass it. */
+static void group_head_before_a_waiting_single(int warm)
 {
     dagrt_worker_t *w;
     dagrt_orch_t *o;
@@ -501,7 +503,10 @@ static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
     h_step steps[2];
     h_group g;
     h_step s1 = h_step_id(1), s2 = h_step_id(2);
+    h_reset_records();
     REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
+    if (warm)
+        h_warm_lane(w, o, 0, 100, 16);
     s1.wait_gate = 0;
     for (int i = 0; i < 2; i++)
         steps[i] = h_step_id(10 + (uint64_t)i);
@@ -521,8 +526,14 @@ static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
     CHECK_RAN_ONCE(10);
     CHECK_RAN_ONCE(11);
     CHECKF(h_start(10) < h_start(2), "the single on lane 0 started before the group head "
-                                     "reserving lane 0");
+                                     "reserving lane 0 (lane 0 warmed with tiny jobs: %d)", warm);
     h_close_worker(w);
+}
+
+static void test_group_head_goes_before_a_single_waiting_for_its_lane(void)
+{
+    group_head_before_a_waiting_single(0);
+    group_head_before_a_waiting_single(1);
 }
 
 static void test_executor_sees_args(void)

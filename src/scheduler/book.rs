@@ -78,10 +78,24 @@ pub struct LaneBook {
     stale_checks: u32,
     /// Completions as of the last `sweep`.
     swept: u64,
+    /// A NEXT_LEVEL lane: it holds only its running job whatever their length (see
+    /// `LaneBook::new`).
+    directed: bool,
 }
 
 impl Default for LaneBook {
     fn default() -> Self {
+        LaneBook::new(false)
+    }
+}
+
+impl LaneBook {
+    /// A NEXT_LEVEL lane (`directed`) never holds a job queued behind its running one: its
+    /// singles leave their FIFO only when it is idle, as the seed dispatches. A lane's job
+    /// length is known only from its past jobs, and a single queued behind one that turns out
+    /// long would start ahead of a group head that reserves the lane, and ahead of an older
+    /// run's task released meanwhile (the run partition). No other lane can take it back.
+    pub fn new(directed: bool) -> Self {
         LaneBook {
             posted: VecDeque::with_capacity(crate::lane::MAILBOX_DEPTH as usize),
             stolen: 0,
@@ -91,6 +105,7 @@ impl Default for LaneBook {
             seen: 0,
             stale_checks: 0,
             swept: 0,
+            directed,
         }
     }
 }
@@ -112,7 +127,7 @@ impl LaneBook {
 
     /// Whether one more job may be posted: up to the depth its job lengths allow.
     pub fn has_room(&self) -> bool {
-        let depth = if self.job_ns < SHORT_JOB_NS {
+        let depth = if self.job_ns < SHORT_JOB_NS && !self.directed {
             crate::lane::MAILBOX_DEPTH
         } else {
             LONG_JOB_DEPTH

@@ -229,7 +229,9 @@ impl Sched {
             e: EngineRef(Arc::as_ptr(e)),
             queues: Some(Box::new(queues::ReadyQueues::new(n))),
             ready: Vec::new(),
-            lanes: (0..n).map(|_| LaneBook::default()).collect(),
+            lanes: (0..n)
+                .map(|i| LaneBook::new(matches!(e.lanes[i].kind, LaneKind::NextLevel(_))))
+                .collect(),
             reserved: vec![false; n],
             next_level,
             sub,
