@@ -77,9 +77,9 @@ fn bursts_pack(
 }
 
 /// The idle lane's looks come every STUCK_SWEEP (50 us), and the jobs move within a few ms
-/// here; a parked lane naps up to 100 ms between looks and needs two, so 1.5 s is slack for a
-/// loaded machine, and below what they take without the looks (2.6-3 s, through the checks
-/// of the rare passes a parked lane's wake-ups run).
+/// here; a parked lane naps up to 20 ms before its first look and 1 ms before its second, so
+/// 1.5 s is slack for a loaded machine, and below what they take without the looks (2.6-3 s,
+/// through the checks of the rare passes a parked lane's wake-ups run).
 const LOOKS_MOVE_THEM_WITHIN: Duration = Duration::from_millis(1500);
 
 #[test]

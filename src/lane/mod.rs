@@ -79,10 +79,13 @@ impl LaneKind {
 pub const MAILBOX_DEPTH: u32 = 8;
 
 /// How long a parked idle lane sleeps before it looks around (`scheduler::idle_sweep`);
-/// doubled after each look that finds nothing, up to IDLE_NAP_MAX, so an idle worker wakes
-/// each lane a few times a second at most.
+/// doubled after each look that finds nothing to watch, up to IDLE_NAP_MAX (an idle worker
+/// wakes each lane 50 times a second at most), and back to IDLE_NAP while a lane of tiny jobs
+/// holds queued ones. A SUB job queued behind a tiny-job lane's job that turns out long
+/// waits for the idle lane's first look and a second one (that lane has not reported since),
+/// so this bounds how long an idle SUB lane is left idle with work waiting.
 const IDLE_NAP: std::time::Duration = std::time::Duration::from_millis(1);
-const IDLE_NAP_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+const IDLE_NAP_MAX: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The scheduler -> lane handoff: a single-producer (the scheduler role's holder, one at a time
 /// under the role lock) single-consumer (lane) ring, with the lane's wake-up.
@@ -119,32 +122,43 @@ impl Mailbox {
     }
 
     /// Lane: wait for the next job, spinning before it parks; `None` means stop. `idle`
-    /// runs, while no job waits, at each of the wait's looks (about every 64 spins) and each
-    /// time a nap runs out: parked, the lane wakes after IDLE_NAP, then twice as long each
-    /// time, up to IDLE_NAP_MAX.
-    pub fn next(&self, mut idle: impl FnMut()) -> Option<Job> {
+    /// runs, while no job waits, at each of the wait's looks (about every 64 spins, and each
+    /// time a parked lane wakes): parked, the lane wakes after IDLE_NAP, then twice as long
+    /// each time, up to IDLE_NAP_MAX; while `idle` says it is watching (jobs queued behind a
+    /// lane that may be stuck), a longer nap ends at that look and the next ones last IDLE_NAP.
+    pub fn next(&self, mut idle: impl FnMut() -> bool) -> Option<Job> {
         let mut budget = crate::event::spin_budget();
         let mut nap = IDLE_NAP;
-        while !self.wake.wait_napping(
-            |look| {
-                let ready = || !self.jobs.is_empty() || self.stop.load(Ordering::Acquire);
-                // Only when there is nothing to run: a job waiting costs no look.
-                if ready() {
-                    return true;
-                }
-                if look {
-                    idle();
-                }
-                ready()
-            },
-            budget,
-            nap,
-        ) {
-            idle();
+        let ready = || !self.jobs.is_empty() || self.stop.load(Ordering::Acquire);
+        loop {
+            let mut watching = false;
+            let met = self.wake.wait_napping(
+                |look| {
+                    // Only when there is nothing to run: a job waiting costs no look.
+                    if ready() {
+                        return true;
+                    }
+                    if look && idle() {
+                        watching = true;
+                        if nap > IDLE_NAP {
+                            return true;
+                        }
+                    }
+                    ready()
+                },
+                budget,
+                nap,
+            );
+            if met && ready() {
+                return self.jobs.pop();
+            }
             budget = std::time::Duration::ZERO;
-            nap = (nap * 2).min(IDLE_NAP_MAX);
+            nap = if watching {
+                IDLE_NAP
+            } else {
+                (nap * 2).min(IDLE_NAP_MAX)
+            };
         }
-        self.jobs.pop()
     }
 }
 

@@ -64,10 +64,11 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
     // `scheduler::idle_sweep`).
     let mut looked = std::time::Instant::now();
     let idle = |looked: &mut std::time::Instant| {
-        if looked.elapsed() >= crate::scheduler::STUCK_SWEEP {
-            *looked = std::time::Instant::now();
-            crate::scheduler::idle_sweep(&e);
+        if looked.elapsed() < crate::scheduler::STUCK_SWEEP {
+            return false;
         }
+        *looked = std::time::Instant::now();
+        crate::scheduler::idle_sweep(&e)
     };
     // Whether the last job was long enough to have evicted what the next one reads.
     let mut cold = true;

@@ -172,16 +172,19 @@ const LANE_PASSES: u32 = 4;
 /// An idle lane's look, every STUCK_SWEEP while it spins: if the role is free and a lane of
 /// tiny jobs has jobs queued behind one that has not reported since the previous look, run a
 /// pass, which takes them back for the idle lanes. Without it, jobs packed behind a long job
-/// among tiny ones would wait for it whenever nothing else caused a pass.
-pub fn idle_sweep(e: &Engine) {
+/// among tiny ones would wait for it whenever nothing else caused a pass. Returns whether
+/// such jobs are being watched (a parked lane then looks again after its shortest nap).
+pub fn idle_sweep(e: &Engine) -> bool {
     let Ok(mut g) = e.sched.try_lock() else {
-        return;
+        return false;
     };
-    let Some(s) = g.as_mut() else { return };
+    let Some(s) = g.as_mut() else { return false };
+    let watching = s.watching_queued_tiny();
     if s.sweep_if_due() {
         s.pass();
     }
     release_role(g);
+    watching
 }
 
 /// A lane reported a completion: run the passes it calls for if the role is free, else make
@@ -344,13 +347,18 @@ impl Sched {
         }
     }
 
+    /// Whether a SUB lane of tiny jobs holds queued ones while another SUB lane idles.
+    fn watching_queued_tiny(&self) -> bool {
+        let any = |f: fn(&LaneBook) -> bool| self.sub.iter().any(|&l| f(&self.lanes[l as usize]));
+        any(LaneBook::idle) && any(LaneBook::queues_tiny)
+    }
+
     /// An idle lane's look (`idle_sweep`): while a lane of tiny jobs holds queued ones and
     /// another SUB lane idles, sweep at most every STUCK_SWEEP for one that stopped
     /// reporting (with no other activity, no pass would count the checks `may_steal_from`
     /// relies on). Returns whether it swept (and a pass may now take jobs back).
     fn sweep_if_due(&mut self) -> bool {
-        let any = |f: fn(&LaneBook) -> bool| self.sub.iter().any(|&l| f(&self.lanes[l as usize]));
-        if !(any(LaneBook::idle) && any(LaneBook::queues_tiny)) {
+        if !self.watching_queued_tiny() {
             self.next_sweep = None;
             return false;
         }
