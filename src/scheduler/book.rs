@@ -108,9 +108,7 @@ impl LaneBook {
             directed,
         }
     }
-}
 
-impl LaneBook {
     /// Entries in the lane's mailbox ring (bounds further posts).
     pub fn occupancy(&self) -> u32 {
         self.posted.len() as u32
