@@ -503,6 +503,13 @@ typedef struct dagrt_worker_stats_t {
    */
   uint64_t heap_top[4];
   uint64_t heap_tail[4];
+  /*
+   Per heap ring: its first byte's address and its size in bytes (the configured
+   `heap_ring_size` rounded up to 1024). A position `p` of the ring is the byte at
+   `heap_base[r] + p % heap_size[r]`.
+   */
+  size_t heap_base[4];
+  uint64_t heap_size[4];
 } dagrt_worker_stats_t;
 
 #ifdef __cplusplus

@@ -1,7 +1,8 @@
 /*
  * test_alloc.c: dagrt_alloc, runtime-owned intermediate buffers (Orchestrator seed §8b).
  *  - the pointer is 1024-aligned and inside the heap ring of the current scope (the ring's
- *    top moves by the aligned size; all buffers of a small ring lie within one ring size);
+ *    top moves by the aligned size; each buffer lies at heap_base[0] + its position modulo
+ *    heap_size[0]; the four rings are the configured size and do not overlap);
  *  - a writer tagged INOUT then a reader tagged INPUT run in order and see the data; the
  *    alloc handle is a valid (already satisfied) explicit dependency;
  *  - the slab is reclaimed after the run (tail == top), and inside an ended scope while the
@@ -36,6 +37,8 @@ static void test_alignment_and_placement(void)
         REQUIRE(p[i] != NULL);
         CHECKF(((uintptr_t)p[i] % 1024) == 0, "alloc %d returned %p, not 1024-aligned", i, p[i]);
         CHECK_EQ_U64(s1.heap_top[0] - s0.heap_top[0], want);
+        CHECKF((uintptr_t)p[i] == s1.heap_base[0] + s0.heap_top[0] % s1.heap_size[0],
+               "alloc %d at %p, not at ring 0's base + its position", i, p[i]);
         CHECK_EQ_U64(h[i].run_id, run);
         if ((uintptr_t)p[i] < lo)
             lo = (uintptr_t)p[i];
@@ -48,6 +51,16 @@ static void test_alignment_and_placement(void)
     }
     CHECKF(hi - lo <= (64u << 10), "alloc'd buffers span %zu bytes, more than one 64 KiB ring",
            (size_t)(hi - lo));
+    {
+        dagrt_worker_stats_t s = h_stats(w);
+        for (int r = 0; r < 4; r++) {
+            CHECK_EQ_U64(s.heap_size[r], 64u << 10);
+            for (int q = 0; q < r; q++)
+                CHECKF(s.heap_base[q] + s.heap_size[q] <= s.heap_base[r] ||
+                           s.heap_base[r] + s.heap_size[r] <= s.heap_base[q],
+                       "heap rings %d and %d overlap", q, r);
+        }
+    }
     {
         /* a NULL OUTPUT of the same scope comes from the same ring */
         dagrt_tensor t = h_tensor(NULL, 8, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);

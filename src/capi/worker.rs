@@ -45,6 +45,11 @@ pub struct WorkerStats {
     /// Per heap ring: monotonic top and tail byte positions (equal when the ring is empty).
     pub heap_top: [u64; 4],
     pub heap_tail: [u64; 4],
+    /// Per heap ring: its first byte's address and its size in bytes (the configured
+    /// `heap_ring_size` rounded up to 1024). A position `p` of the ring is the byte at
+    /// `heap_base[r] + p % heap_size[r]`.
+    pub heap_base: [usize; 4],
+    pub heap_size: [u64; 4],
 }
 
 /// The engine of an initialised worker.
@@ -350,6 +355,8 @@ pub extern "C" fn dagrt_worker_stats(
         for r in 0..MAX_RING_DEPTH {
             s.heap_top[r] = e.heap.rings[r].top();
             s.heap_tail[r] = e.heap.rings[r].tail();
+            s.heap_base[r] = e.heap.rings[r].base() as usize;
+            s.heap_size[r] = e.heap.rings[r].size();
         }
         *out = s;
         Ok(())

@@ -141,6 +141,9 @@ impl HeapRing {
     pub fn size(&self) -> u64 {
         self.size
     }
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
 }
 
 /// The four heap rings, carved from one mapping.
