@@ -180,10 +180,16 @@ pub fn idle_sweep(e: &Engine) -> bool {
     };
     let Some(s) = g.as_mut() else { return false };
     let watching = s.watching_queued_tiny();
+    let episode = s.stall_episode();
     if s.sweep_if_due() {
         s.pass();
     }
+    let new_episode = s.stall.is_some() && s.stall_episode() != episode;
     release_role(g);
+    if new_episode {
+        // As in `after_completion`: the scheduler thread may be parked with no deadline.
+        e.sched_event.notify();
+    }
     watching
 }
 
@@ -197,7 +203,7 @@ pub fn after_completion(e: &Engine) {
     let Some(s) = g.as_mut() else {
         return e.sched_event.notify_cond();
     };
-    let episode = s.stall.as_ref().map(|st| st.since);
+    let episode = s.stall_episode();
     let mut busy = true;
     for _ in 0..LANE_PASSES {
         // Another pass can place nothing new unless a completion or a submission arrived
@@ -210,7 +216,7 @@ pub fn after_completion(e: &Engine) {
         }
     }
     // A new stall episode needs the scheduler thread's timed wait for its warning.
-    let new_episode = s.stall.as_ref().is_some_and(|st| Some(st.since) != episode);
+    let new_episode = s.stall.is_some() && s.stall_episode() != episode;
     release_role(g);
     if new_episode {
         e.sched_event.notify();
@@ -345,6 +351,11 @@ impl Sched {
         if self.held_since.take().is_some() {
             self.e.reclaim_held.store(false, Ordering::Release);
         }
+    }
+
+    /// When the current stall episode began (None: no blocked group head watched).
+    fn stall_episode(&self) -> Option<Instant> {
+        self.stall.as_ref().map(|st| st.since)
     }
 
     /// Whether a SUB lane of tiny jobs holds queued ones while another SUB lane idles.
