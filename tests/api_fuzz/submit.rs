@@ -653,7 +653,8 @@ impl Fz {
                 }
             }
         }
-        // dependencies: explicit deps, then the tag walk in order
+        // dependencies: explicit deps, then the tag walk: every member's lookups before any
+        // insert (a task's reads see the writers before it, whatever the order of its tensors)
         let mut prods: Vec<(usize, bool)> = Vec::new();
         let mut reads: Vec<(u64, u64)> = Vec::new();
         let add = |v: &mut Vec<(usize, bool)>, p: usize, retain: bool| {
@@ -686,6 +687,12 @@ impl Fz {
                         }
                     }
                 }
+            }
+        }
+        for (m, mm) in members.iter().enumerate() {
+            for (k, i) in mm.info.iter().enumerate() {
+                let tag = finals[m][k].tag;
+                let Some((lo, hi)) = i.range else { continue };
                 if tag == 1 || tag == 2 || tag == 3 {
                     // A dense write replaces what it covers; a dense entry it overlaps only
                     // in part keeps exactly the bytes left over.
