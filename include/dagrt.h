@@ -278,7 +278,8 @@ typedef struct dagrt_worker_t dagrt_worker_t;
  A log hook: called from runtime threads (stall warnings: the scheduler thread, or a lane
  thread running a scheduler pass after its job) and from the host thread in
  `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that cannot be created or
- written), with a NUL-terminated message valid during the call.
+ written), with a NUL-terminated message valid during the call. An exception must not
+ escape it (dagrt aborts the process) nor a `longjmp` leave it.
  */
 typedef void (*dagrt_log_fn)(uint32_t level, const char *msg, void *user);
 
@@ -404,7 +405,9 @@ typedef struct dagrt_task_view {
 /*
  A leaf task executor. Returns 0 on success; any other value fails the task (with the
  message given to `dagrt_task_fail`, if any).
- NULL is rejected at registration.
+ NULL is rejected at registration. An exception must not escape it (a C++ exception
+ unwinding into dagrt aborts the process: catch it, call `dagrt_task_fail` and return
+ non-zero), nor may it `longjmp` out.
  */
 typedef int32_t (*dagrt_executor_fn)(const struct dagrt_task_view *task, void *user);
 
@@ -474,7 +477,8 @@ typedef struct dagrt_worker_config {
 /*
  An orchestration callback: builds a graph on `orch`. Return 0 on success; any other value
  fails the run's submission.
- NULL is rejected.
+ NULL is rejected. As for executors, an exception must not escape it (dagrt aborts the
+ process) nor a `longjmp` leave it.
  */
 typedef int32_t (*dagrt_orch_fn)(struct dagrt_orch_t *orch, void *ctx);
 

@@ -13,7 +13,9 @@ use std::sync::{OnceLock, RwLock};
 
 /// A leaf task executor. Returns 0 on success; any other value fails the task (with the
 /// message given to `dagrt_task_fail`, if any).
-/// NULL is rejected at registration.
+/// NULL is rejected at registration. An exception must not escape it (a C++ exception
+/// unwinding into dagrt aborts the process: catch it, call `dagrt_task_fail` and return
+/// non-zero), nor may it `longjmp` out.
 pub type ExecutorFn = Option<unsafe extern "C" fn(task: *const TaskView, user: *mut c_void) -> i32>;
 
 /// A registered (non-null) executor.

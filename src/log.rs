@@ -18,7 +18,8 @@ pub enum LogLevel {
 /// A log hook: called from runtime threads (stall warnings: the scheduler thread, or a lane
 /// thread running a scheduler pass after its job) and from the host thread in
 /// `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that cannot be created or
-/// written), with a NUL-terminated message valid during the call.
+/// written), with a NUL-terminated message valid during the call. An exception must not
+/// escape it (dagrt aborts the process) nor a `longjmp` leave it.
 pub type LogFn = Option<unsafe extern "C" fn(level: u32, msg: *const c_char, user: *mut c_void)>;
 
 struct Hook {

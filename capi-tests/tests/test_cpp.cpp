@@ -4,7 +4,10 @@
 //  - an executor backed by a lambda, reached through the callable's user pointer;
 //  - a diamond DAG (A -> B, A -> C, B + C -> D) built from tensor tags on two lanes, checked
 //    by execution order (an atomic sequence counter) and by the values it computes;
-//  - a failing lambda surfaces as a dagrt::error with DAGRT_STATUS_TASK_FAILED and its text.
+//  - a failing lambda surfaces as a dagrt::error with DAGRT_STATUS_TASK_FAILED and its text;
+//  - `test_cpp --escape` (ctest `cpp_exception_escape_aborts`): an exception that escapes a raw
+//    executor (no trampoline) aborts the process, as the header says, rather than unwinding
+//    through the lane: the run is never reported.
 #include <dagrt.h>
 
 #include <atomic>
@@ -283,9 +286,38 @@ static void errors_are_exceptions()
     w.release(run);
 }
 
-int main()
+// A raw executor that lets its exception escape (the header forbids it: dagrt aborts).
+static int32_t escaping(const dagrt_task_view *, void *)
+{
+    throw std::runtime_error("escaped");
+}
+
+static int escape()
+{
+    dagrt::worker w({0});
+    dagrt_callable c{};
+    dagrt::check(dagrt_register_callable("cpp.escaping", 0, DAGRT_CALLABLE_KIND_TASK, escaping,
+                                         nullptr, &c),
+                 "register_callable");
+    dagrt::args a;
+    dagrt_task_args v = a.view();
+    dagrt_run_id r = w.begin();
+    std::printf("an exception escapes an executor\n");
+    std::fflush(stdout);
+    dagrt_orch_t *o = nullptr;
+    dagrt::check(dagrt_worker_orch(w.get(), &o), "worker_orch");
+    dagrt::check(dagrt_submit_next_level(o, &c, &v, nullptr, 0, nullptr), "submit_next_level");
+    w.close(r);
+    dagrt_status s = dagrt_wait_run(w.get(), r);
+    std::printf("wait returned %s\n", dagrt_status_str(s));
+    return 1;
+}
+
+int main(int argc, char **argv)
 {
     alarm(60); // a hang fails the test long before ctest's timeout
+    if (argc > 1 && std::strcmp(argv[1], "--escape") == 0)
+        return escape();
     try {
         diamond();
         errors_are_exceptions();

@@ -24,7 +24,8 @@ pub struct dagrt_orch_t {
 
 /// An orchestration callback: builds a graph on `orch`. Return 0 on success; any other value
 /// fails the run's submission.
-/// NULL is rejected.
+/// NULL is rejected. As for executors, an exception must not escape it (dagrt aborts the
+/// process) nor a `longjmp` leave it.
 pub type OrchFn =
     Option<unsafe extern "C" fn(orch: *mut dagrt_orch_t, ctx: *mut std::ffi::c_void) -> i32>;
 type OrchCallback =
