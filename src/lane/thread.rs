@@ -125,9 +125,9 @@ pub struct FailSlot {
 
 fn run_job(e: &Engine, idx: u32, job: Job) -> Option<Arc<str>> {
     let slot = e.slots.get(job.slot);
-    // SAFETY: the slot is RUNNING and dispatched to this lane; during the call only lanes
-    // read the data (the scheduler writes group bookkeeping only on completions).
-    let d = unsafe { slot.data() };
+    // SAFETY: the slot is RUNNING and dispatched to this lane; while it runs, its data is
+    // only read (a group's other lanes too), but for the group book's own cell.
+    let d = unsafe { slot.data_ref() };
     debug_assert!(d.kind != SlotKind::Alloc);
     let entry = d.entry?;
     let m = d.members[job.member as usize];

@@ -75,10 +75,36 @@ pub struct SlotData {
     pub members: SmallVec<[MemberArgs; 1]>,
     /// Producers this slot holds a lifetime reference on (released when it finishes).
     pub producers: SmallVec<[SlotId; 2]>,
-    /// Group aggregation (scheduler only): members not yet terminal, and the earliest
-    /// member failure.
+    /// Group aggregation, written by the scheduler role while the group's members run.
+    pub group_book: GroupCell,
+}
+
+/// A group's aggregation: members not yet terminal, and the earliest member failure.
+#[derive(Default)]
+pub struct GroupBook {
     pub members_left: u32,
     pub member_failure: Option<crate::lane::Failure>,
+}
+
+/// The one part of a slot's data written while lanes hold shared references to the rest (the
+/// members of a running group read their arguments while the scheduler counts the others'
+/// completions): a cell of its own, so those writes alias nothing the lanes read.
+#[derive(Default)]
+pub struct GroupCell(UnsafeCell<GroupBook>);
+
+impl GroupCell {
+    /// # Safety
+    /// Only the scheduler role's holder may call this, for a group it launched and whose
+    /// completion it has not handled yet (the role lock orders its calls).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get(&self) -> &mut GroupBook {
+        // SAFETY: the caller's contract above: one role holder at a time.
+        unsafe { &mut *self.0.get() }
+    }
+
+    fn clear(&mut self) {
+        *self.0.get_mut() = GroupBook::default();
+    }
 }
 
 impl Default for SlotData {
@@ -95,8 +121,7 @@ impl Default for SlotData {
             producers: SmallVec::new(),
             outputs: SmallVec::new(),
             heap: None,
-            members_left: 0,
-            member_failure: None,
+            group_book: GroupCell::default(),
         }
     }
 }
@@ -112,8 +137,7 @@ impl SlotData {
         self.producers.clear();
         self.outputs.clear();
         self.heap = None;
-        self.members_left = 0;
-        self.member_failure = None;
+        self.group_book.clear();
     }
 }
 
@@ -129,7 +153,9 @@ pub struct Slot {
 // else in a slot is atomics and mutexes.
 unsafe impl Sync for Slot {}
 // SAFETY: the raw pointers in a slot's tensors are addresses the host handed over for the
-// task; dagrt never dereferences them, only the executor does, on the host's terms.
+// task; dagrt never dereferences them, only the executor does, on the host's terms. The
+// run pointer in `run` (`RunRef`) is valid until the slot drops the run's fence, on
+// whichever thread does (RunRef's rule).
 unsafe impl Send for Slot {}
 
 impl Slot {
@@ -137,14 +163,65 @@ impl Slot {
     ///
     /// # Safety
     /// The caller must be the slot's current owner: the orchestrator while the slot is
-    /// BUILDING (or after it claimed it FREE), the scheduler or a lane while it is READY/RUNNING
-    /// and dispatched to them (only the scheduler writes, lanes read their member), a failure
-    /// propagator reading `producers`/`run` (written before publication), or the thread that
-    /// won the CONSUMED transition. These phases are ordered by the slot lock, the ready queue
-    /// mutex and the lane mailbox, so no two owners overlap.
+    /// BUILDING (or after it claimed it FREE), the scheduler while it is READY or RUNNING as
+    /// a single task, a failure propagator reading `producers`/`run` (written before
+    /// publication), or the thread that won the CONSUMED transition. These phases are
+    /// ordered by the slot lock, the scheduler role's lock and the lane mailbox, so no two
+    /// owners overlap. Lanes running a job, and the scheduler while a group runs, use
+    /// `data_ref` instead.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn data(&self) -> &mut SlotData {
         // SAFETY: exclusivity is the caller's contract above.
         unsafe { &mut *self.data.get() }
+    }
+
+    /// The slot's task data, shared: what the lanes running a task (several at once for a
+    /// group) and the scheduler counting a group's member completions (through the group
+    /// book's own cell) hold.
+    ///
+    /// # Safety
+    /// The slot must be RUNNING and dispatched to the caller's lane, or the caller must hold
+    /// the scheduler role for a group it launched: nobody holds `data()` meanwhile.
+    pub unsafe fn data_ref(&self) -> &SlotData {
+        // SAFETY: the caller's contract above: only shared references while the task runs.
+        unsafe { &*self.data.get() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A running group's lanes read the slot data while the scheduler role counts member
+    /// completions in the group book: shared references plus the book's own cell, which Miri
+    /// (Stacked Borrows) accepts across threads. (Two `data()` borrows at once, as lanes and
+    /// the scheduler took before, are what it would reject.)
+    #[test]
+    fn group_lanes_read_while_the_role_counts() {
+        let slot = Slot {
+            data: UnsafeCell::new(SlotData::default()),
+            core: SlotCore::default(),
+        };
+        // SAFETY: no other reference exists yet (the orchestrator builds the slot).
+        unsafe { slot.data() }.scalars.extend([7, 8]);
+        // SAFETY: as above; the role launches the group.
+        unsafe { slot.data_ref().group_book.get() }.members_left = 2;
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    // SAFETY: the slot runs the group: only shared references.
+                    let d = unsafe { slot.data_ref() };
+                    assert_eq!(d.scalars.iter().sum::<u64>(), 15);
+                });
+            }
+            s.spawn(|| {
+                // SAFETY: this thread plays the role, the only one to touch the book.
+                let g = unsafe { slot.data_ref().group_book.get() };
+                g.members_left -= 1;
+                g.members_left -= 1;
+            });
+        });
+        // SAFETY: the threads are done.
+        assert_eq!(unsafe { slot.data_ref().group_book.get() }.members_left, 0);
     }
 }

@@ -121,10 +121,10 @@ impl Sched {
 
     /// Launch a group the caller claimed: member i on `lanes[i]`.
     fn launch_group(&mut self, sid: crate::slot::SlotId, lanes: &[u32]) {
-        // SAFETY: the claim made the slot RUNNING: the scheduler owns its bookkeeping.
-        let d = unsafe { self.e.slots.get(sid).data() };
-        d.members_left = lanes.len() as u32;
-        d.member_failure = None;
+        // SAFETY: the claim made the slot RUNNING, and this thread holds the role.
+        let g = unsafe { self.e.slots.get(sid).data_ref().group_book.get() };
+        g.members_left = lanes.len() as u32;
+        g.member_failure = None;
         for (i, &l) in lanes.iter().enumerate() {
             self.post(l as usize, sid, i as u32, true);
         }

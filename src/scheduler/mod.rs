@@ -472,24 +472,26 @@ impl Sched {
             return;
         }
         let slot = self.e.slots.get(c.slot);
-        // SAFETY: the slot is RUNNING; only the scheduler writes group bookkeeping.
-        let d = unsafe { slot.data() };
+        // SAFETY: the slot is RUNNING (a group's other members may still run: shared).
+        let d = unsafe { slot.data_ref() };
         let failure = if d.group && d.members.len() > 1 {
+            // SAFETY: this thread holds the role, and the group is launched, not yet done.
+            let g = unsafe { d.group_book.get() };
             // The earliest failure by ticket: a pass drains lane by lane, so a lower lane's
             // completion can come first here though its member failed later.
             if let Some(f) = c.failure {
-                if d.member_failure
+                if g.member_failure
                     .as_ref()
                     .is_none_or(|had| crate::lane::earlier_ticket(f.ticket, had.ticket))
                 {
-                    d.member_failure = Some(f);
+                    g.member_failure = Some(f);
                 }
             }
-            d.members_left -= 1;
-            if d.members_left > 0 {
+            g.members_left -= 1;
+            if g.members_left > 0 {
                 return;
             }
-            d.member_failure.take()
+            g.member_failure.take()
         } else {
             c.failure
         };
