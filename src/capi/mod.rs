@@ -1,6 +1,13 @@
 //! The C ABI (DESIGN §3). Every exported function validates its arguments, runs inside a
 //! panic boundary and returns a `dagrt_status`; the message of the last failure on the calling
-//! thread is available from `dagrt_last_error()`. Out-parameters are written only on success.
+//! thread is available from `dagrt_last_error()`. Out-parameters are written on success,
+//! and on a failure only where the function's doc says so (`dagrt_wait_run_for` reports a
+//! terminal run's failure with `*out_done` = 1; `dagrt_worker_submit` writes the run id of a
+//! run whose orchestration failed, so it can be released).
+//!
+//! Panic freedom beyond `boundary`: `dagrt_last_error`, `dagrt_status_str` and
+//! `dagrt_version` run no fallible code (thread-local access uses `try_with`, which cannot
+//! panic during thread teardown; the status-name table is built from NUL-free literals).
 
 // C type names follow the C convention (`dagrt_*_t`).
 #![allow(non_camel_case_types)]
@@ -26,18 +33,22 @@ thread_local! {
 /// Record `e` as this thread's last error and return its status.
 pub(crate) fn fail(e: Error) -> Status {
     let msg = CString::new(e.msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = msg);
-    ERRORS.with(|n| n.set(n.get() + 1));
+    // try_with: during the thread's TLS teardown (a dagrt call from a thread-local destructor)
+    // the message is dropped rather than panicking outside the boundary.
+    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = msg);
+    let _ = ERRORS.try_with(|n| n.set(n.get() + 1));
     e.status
 }
 
 /// How many failures this thread has recorded (to tell whether a callback saw one).
 pub(crate) fn error_count() -> u64 {
-    ERRORS.with(|n| n.get())
+    ERRORS.try_with(|n| n.get()).unwrap_or(0)
 }
 
 pub(crate) fn last_error_string() -> String {
-    LAST_ERROR.with(|l| l.borrow().to_string_lossy().into_owned())
+    LAST_ERROR
+        .try_with(|l| l.borrow().to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A C array of `n` elements (NULL allowed only when `n` is 0).
@@ -105,7 +116,9 @@ pub(crate) fn need_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
 /// Thread-safe: each thread has its own last error.
 #[no_mangle]
 pub extern "C" fn dagrt_last_error() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|l| l.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// The name of a status code (e.g. "DAGRT_STATUS_HEAP_EXHAUSTED"); "DAGRT_STATUS_UNKNOWN"
