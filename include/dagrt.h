@@ -659,7 +659,9 @@ enum dagrt_status dagrt_submit_next_level(struct dagrt_orch_t *orch, const struc
 /*
  Submit a NEXT_LEVEL group: one DAG node whose `count` members run at once, member i on
  the lane with stable id `workers[i]` (unique, registered). Validated before any
- dependency work.
+ dependency work. Members may share tensors arrays, except one holding an auto-allocated
+ OUTPUT (each member's allocated address is written back into its own array):
+ DAGRT_STATUS_INVALID_ARGUMENT.
  */
 enum dagrt_status dagrt_submit_next_level_group(struct dagrt_orch_t *orch, const struct dagrt_callable *callable, const struct dagrt_task_args *args_list, uint32_t count, const struct dagrt_call_config *config, const int32_t *workers, struct dagrt_task_handle *out);
 
@@ -671,7 +673,8 @@ enum dagrt_status dagrt_submit_next_level_group(struct dagrt_orch_t *orch, const
 enum dagrt_status dagrt_submit_sub(struct dagrt_orch_t *orch, const struct dagrt_callable *callable, const struct dagrt_task_args *args, struct dagrt_task_handle *out);
 
 /*
- Submit a SUB group: `count` members on distinct idle SUB lanes, one DAG node.
+ Submit a SUB group: `count` members on distinct idle SUB lanes, one DAG node. Members'
+ tensors arrays as for `dagrt_submit_next_level_group`.
  */
 enum dagrt_status dagrt_submit_sub_group(struct dagrt_orch_t *orch, const struct dagrt_callable *callable, const struct dagrt_task_args *args_list, uint32_t count, struct dagrt_task_handle *out);
 

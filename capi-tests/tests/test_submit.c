@@ -232,6 +232,19 @@ static void test_group_rejections_leave_no_trace(void)
                  DAGRT_STATUS_UNKNOWN_WORKER, "42");
     EXPECT_ERROR(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 0, NULL, fine, &h),
                  DAGRT_STATUS_INVALID_ARGUMENT, NULL);
+    {
+        /* members whose tensors arrays overlap, with an auto-allocated OUTPUT in them: one
+         * address written back would hide the other member's buffer */
+        h_group shared = g;
+        shared.a[1].tensors = g.a[0].tensors; /* the same array */
+        EXPECT_ERROR(
+            dagrt_submit_next_level_group(o, h_step_callable(), shared.a, 2, NULL, fine, &h),
+            DAGRT_STATUS_INVALID_ARGUMENT, "share a tensors array");
+        shared.a[1].tensors = ts + 1; /* overlapping by one element (member 0's buf OUTPUT) */
+        EXPECT_ERROR(
+            dagrt_submit_next_level_group(o, h_step_callable(), shared.a, 2, NULL, fine, &h),
+            DAGRT_STATUS_INVALID_ARGUMENT, "members 0 and 1");
+    }
     after = h_stats(w);
     CHECKF(stats_equal(&before, &after),
            "a rejected group changed the worker: live_slots %" PRId64 " -> %" PRId64
@@ -251,10 +264,22 @@ static void test_group_rejections_leave_no_trace(void)
     }
     EXPECT_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, fine, &ok_h));
     CHECK(ts[0].data != NULL && ts[2].data != NULL && ts[0].data != ts[2].data);
+    {
+        /* sharing one array is fine when nothing in it is auto-allocated */
+        h_step rd[2] = {h_step_id(36), h_step_id(37)};
+        dagrt_tensor in = h_tensor(buf[1], 16, DAGRT_DTYPE_F64, DAGRT_TAG_INPUT);
+        h_group gr;
+        h_make_group(&gr, rd, 2, NULL, 0);
+        gr.a[0].tensors = gr.a[1].tensors = &in;
+        gr.a[0].num_tensors = gr.a[1].num_tensors = 1;
+        EXPECT_OK(dagrt_submit_next_level_group(o, h_step_callable(), gr.a, 2, NULL, fine, NULL));
+    }
     EXPECT_OK(h_finish_run(w, o, run));
     CHECK_RAN_ONCE(30);
     CHECK_RAN_ONCE(31);
     CHECK_RAN_ONCE(35);
+    CHECK_RAN_ONCE(36);
+    CHECK_RAN_ONCE(37);
     CHECK(h_worker_of(30) == 0 && h_worker_of(31) == 1);
     h_close_worker(w);
 }

@@ -12,8 +12,8 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::TryLockError;
 
-/// Run `f` on the orchestrator behind `orch`. A concurrent call from another thread finds it
-/// locked and is rejected, never racing the builder.
+/// Run `f` on the orchestrator behind `orch`. While a run is being built, a call from another
+/// thread is rejected (WRONG_THREAD) without touching the lock; otherwise calls take turns.
 pub(crate) fn with_orch<T>(
     orch: *const dagrt_orch_t,
     f: impl FnOnce(&mut Orchestrator) -> Result<T>,
@@ -124,7 +124,9 @@ pub extern "C" fn dagrt_submit_next_level(
 
 /// Submit a NEXT_LEVEL group: one DAG node whose `count` members run at once, member i on
 /// the lane with stable id `workers[i]` (unique, registered). Validated before any
-/// dependency work.
+/// dependency work. Members may share tensors arrays, except one holding an auto-allocated
+/// OUTPUT (each member's allocated address is written back into its own array):
+/// DAGRT_STATUS_INVALID_ARGUMENT.
 #[no_mangle]
 pub extern "C" fn dagrt_submit_next_level_group(
     orch: *mut dagrt_orch_t,
@@ -176,7 +178,8 @@ pub extern "C" fn dagrt_submit_sub(
     })
 }
 
-/// Submit a SUB group: `count` members on distinct idle SUB lanes, one DAG node.
+/// Submit a SUB group: `count` members on distinct idle SUB lanes, one DAG node. Members'
+/// tensors arrays as for `dagrt_submit_next_level_group`.
 #[no_mangle]
 pub extern "C" fn dagrt_submit_sub_group(
     orch: *mut dagrt_orch_t,

@@ -101,6 +101,7 @@ impl Orchestrator {
         }
         self.footprints.clear();
         let mut heap = 0u64;
+        let mut auto_in = false;
         for (mi, m) in members.iter().enumerate() {
             if m.reserved != 0 {
                 return err(
@@ -126,6 +127,7 @@ impl Orchestrator {
                 heap = heap
                     .checked_add(bytes)
                     .ok_or_else(|| Error::new(Status::InvalidArgument, "OUTPUT sizes overflow"))?;
+                auto_in |= bytes > 0;
             }
             for i in 0..m.num_deps as usize {
                 // SAFETY: non-null with num_deps elements.
@@ -143,6 +145,9 @@ impl Orchestrator {
                     Error::new(x.status, format!("member {mi}, dep {i}: {}", x.msg))
                 })?;
             }
+        }
+        if auto_in && members.len() > 1 {
+            shared_auto_array(members)?;
         }
         if heap > self.e.heap.rings[0].size() {
             return Err(heap_error(
@@ -239,6 +244,40 @@ fn validate_tensor(
         return Err("view extent overflows the address space".into());
     }
     Ok(0)
+}
+
+/// Group members whose tensors arrays overlap, one of them with an auto-allocated OUTPUT:
+/// the address written back for one member would replace the other's (the submit carves a
+/// buffer per member, and the array is where the host learns it), so the group is refused.
+#[cold]
+fn shared_auto_array(members: &[TaskArgs]) -> Result<()> {
+    let range = |m: &TaskArgs| {
+        let a = m.tensors as usize;
+        (
+            a,
+            a + m.num_tensors as usize * std::mem::size_of::<Tensor>(),
+        )
+    };
+    let has_auto = |m: &TaskArgs| {
+        // SAFETY: validated non-null with num_tensors elements.
+        (0..m.num_tensors as usize).any(|i| unsafe { (*m.tensors.add(i)).data.is_null() })
+    };
+    for (i, a) in members.iter().enumerate() {
+        for (j, b) in members.iter().enumerate().take(i) {
+            let ((a0, a1), (b0, b1)) = (range(a), range(b));
+            if a0 < b1 && b0 < a1 && (has_auto(a) || has_auto(b)) {
+                return err(
+                    Status::InvalidArgument,
+                    format!(
+                        "members {j} and {i} share a tensors array holding an auto-allocated \
+                         OUTPUT: each member's allocated address is written back into its own \
+                         array, so give each member its own"
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The error for a member with a null array of non-zero length (the first such array).
