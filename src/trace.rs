@@ -115,6 +115,8 @@ pub struct Trace {
     /// 91.6% of its lanes' time in kernels; with these 93.0%, against 95% untraced.)
     /// Lock order: the timelines by index, then `graph`; a recording site holds one lock.
     timelines: Box<[Padded<Mutex<Timeline>>]>,
+    /// The recorded DAG (nodes and edges, for flows and the DOT export), written by the
+    /// orchestrator thread and read by writers of the file.
     graph: Mutex<Graph>,
 }
 
@@ -227,14 +229,22 @@ impl Trace {
     }
 
     /// Stop recording and write the Chrome trace JSON. Returns the path written, if any.
-    pub fn stop(&self) -> std::io::Result<Option<PathBuf>> {
+    /// (The flag is cleared under the file lock: a `start` racing this stop either comes first
+    /// and is stopped with it, or finds no recording and starts its own, flag and file.)
+    pub fn stop(&self) -> Result<Option<PathBuf>, (PathBuf, std::io::Error)> {
+        let mut out = lock(&self.out);
         self.enabled.store(false, Ordering::Release);
-        let Some((path, mut f)) = lock(&self.out).take() else {
+        let Some((path, mut f)) = out.take() else {
             return Ok(None);
         };
-        f.write_all(self.chrome_json().as_bytes())?;
-        f.sync_all()?;
-        Ok(Some(path))
+        let write = |f: &mut File| {
+            f.write_all(self.chrome_json().as_bytes())?;
+            f.sync_all()
+        };
+        match write(&mut f) {
+            Ok(()) => Ok(Some(path)),
+            Err(x) => Err((path, x)),
+        }
     }
 
     /// The recorded events as a Chrome trace-event JSON document.
@@ -334,7 +344,7 @@ impl Trace {
                 s,
                 "  t{} [label={}];",
                 n.slot,
-                quote(&format!("{}\n{} slot {}", n.name, n.kind, n.slot))
+                dot_quote(&format!("{}\n{} slot {}", n.name, n.kind, n.slot))
             );
         }
         for e in b.edges.iter().filter(|e| e.run == run) {
@@ -345,7 +355,7 @@ impl Trace {
         s
     }
 
-    /// Nodes recorded for `run` (for tests).
+    /// Nodes recorded for `run` (the DOT export refuses a run with none).
     pub fn node_count(&self, run: RunId) -> usize {
         self.graph().nodes.iter().filter(|n| n.run == run).count()
     }
@@ -376,9 +386,85 @@ fn quote(s: &str) -> String {
     q
 }
 
+/// A DOT quoted string: `quote` but for control characters, which DOT has no escape for and
+/// Graphviz would print as the text of a JSON escape; a newline stays a line break.
+fn dot_quote(s: &str) -> String {
+    let shown: String = s
+        .chars()
+        .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
+        .collect();
+    quote(&shown)
+}
+
+/// The trace path for the `k`th worker of the process that takes it from DAGRT_TRACE: the
+/// first one records into `path` itself, later ones into `path` with `.k` before the
+/// extension (`t.json`, `t.1.json`, ...), so no two workers write one file.
+pub fn env_trace_path(path: PathBuf, k: u32) -> PathBuf {
+    if k == 0 {
+        return path;
+    }
+    let stem = path.file_stem().unwrap_or_default().to_os_string();
+    let mut name = stem;
+    name.push(format!(".{k}"));
+    if let Some(ext) = path.extension() {
+        name.push(".");
+        name.push(ext);
+    }
+    path.with_file_name(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn later_workers_get_numbered_trace_files() {
+        let p = |s: &str, k| env_trace_path(PathBuf::from(s), k);
+        assert_eq!(p("/tmp/t.json", 0), PathBuf::from("/tmp/t.json"));
+        assert_eq!(p("/tmp/t.json", 1), PathBuf::from("/tmp/t.1.json"));
+        assert_eq!(p("trace", 2), PathBuf::from("trace.2"));
+        assert_eq!(p("a.b/t.x.json", 3), PathBuf::from("a.b/t.x.3.json"));
+    }
+
+    /// Whenever the file lock is free, recording is on exactly when a file is open, however
+    /// starts and stops from several threads interleave (a stop that cleared the flag before
+    /// taking the file could take a racing start's file and leave recording on, fileless).
+    #[test]
+    fn racing_starts_and_stops_keep_the_flag_with_the_file() {
+        let t = Trace::new(vec!["lane 0".into()]);
+        let dir = std::env::temp_dir().join(format!("dagrt-trace-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    let out = lock(&t.out);
+                    assert_eq!(t.enabled.load(Ordering::Acquire), out.is_some());
+                }
+            });
+            let racers: Vec<_> = (0..2)
+                .map(|i| {
+                    let (t, dir) = (&t, &dir);
+                    s.spawn(move || {
+                        for _ in 0..300 {
+                            let _ = t.start(dir.join(format!("{i}.json")));
+                            t.stop().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for r in racers {
+                r.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dot_labels_have_no_control_characters() {
+        assert_eq!(dot_quote("a\x01b\nc\x7f\"d"), "\"a?b\\nc?\\\"d\"");
+    }
 
     /// A pass run on a lane thread lands on that lane's scheduler track, named after the lane;
     /// one run elsewhere, on the scheduler thread's track.

@@ -44,8 +44,9 @@ pub struct Engine {
     pub cfg: WorkerConfig,
     pub slots: SlotTable,
     pub heap: HeapRings,
-    /// (The three locks and the wake edge below each sit on a line of their own: they are
-    /// written per task by different threads, beside fields every thread reads per task.)
+    /// (The TensorMap lock, the ready inbox's counters, the wake edge and the scheduler role
+    /// each sit on a line of their own: they are written per task by different threads,
+    /// beside fields every thread reads per task.)
     pub tensormap: Padded<crate::tensormap::TensorMap>,
     /// Slots made READY off the scheduler thread (immediately-ready submits), on their way
     /// to the scheduler's own ready queues. Single producer (the orchestrator, under its
@@ -64,6 +65,8 @@ pub struct Engine {
     sub_lanes: usize,
     /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
     pub lane_by_worker: HashMap<i32, u32>,
+    /// Threads exit (run lifecycle: close stops them only once every run is terminal);
+    /// Release/Acquire, so a thread that sees it also sees the drained runs.
     pub stop: AtomicBool,
     /// A close is draining the runs (its budget may have run out): new runs are refused.
     pub closing: AtomicBool,
@@ -114,6 +117,9 @@ pub fn fork_hygiene_once() {
                 Some(atfork_child),
             );
         }
+        // set_var races a concurrent getenv/setenv in another thread of the process (glibc's
+        // environ is unsynchronized): it runs once, in the first worker init, and the header
+        // says so (hosts that read the environment from other threads set these first).
         for (k, v) in [
             ("OMP_NUM_THREADS", "1"),
             ("OPENBLAS_NUM_THREADS", "1"),
@@ -133,6 +139,8 @@ pub struct Worker {
     /// Lane i runs on `lane_cpus[i % len]` (empty: unpinned).
     lane_cpus: Vec<u32>,
     engine: Option<Arc<Engine>>,
+    /// The single orchestrator (seed: one builder thread per run); the lock only orders calls
+    /// between runs, as `with_orch` turns away other threads while a run is being built.
     orch: Option<std::sync::Mutex<Orchestrator>>,
     threads: Vec<JoinHandle<()>>,
     /// Closed for good: a worker is configured and initialised once.
@@ -299,9 +307,17 @@ impl Worker {
             ),
         });
         if let Some(p) = std::env::var_os("DAGRT_TRACE").filter(|p| !p.is_empty()) {
+            // Every worker of the process reads the same variable: each gets a file of its own.
+            static TRACED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let k = TRACED.fetch_add(1, Ordering::Relaxed);
+            let p = crate::trace::env_trace_path(p.into(), k);
+            if k > 0 {
+                let msg = format!("DAGRT_TRACE: this worker records into {}", p.display());
+                crate::log::emit(crate::log::LogLevel::Info, &msg);
+            }
             // A diagnostic the environment asked for: the worker runs without it, and says so
             // now rather than when the trace would have been written.
-            if let Err(x) = e.trace.start(p.into()) {
+            if let Err(x) = e.trace.start(p) {
                 crate::log::emit(crate::log::LogLevel::Error, &format!("DAGRT_TRACE: {x}"));
             }
         }
@@ -435,10 +451,10 @@ impl Worker {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        if let Err(x) = e.trace.stop() {
+        if let Err((p, x)) = e.trace.stop() {
             crate::log::emit(
                 crate::log::LogLevel::Error,
-                &format!("writing the trace failed: {x}"),
+                &format!("writing the trace {} failed: {x}", p.display()),
             );
         }
         self.orch = None;

@@ -8,6 +8,10 @@
  *    stop with nothing recording is a no-op;
  *  - a new trace holds its own recording only: the earlier one's tasks are not in it, and
  *    write_dot no longer knows the earlier run;
+ *  - DAGRT_TRACE with two workers: the first records into the path, the second into the
+ *    path with ".1" before the extension, each file written at free holding its own runs
+ *    (the same file for both left a corrupt document); runs first, as the numbering is per
+ *    process;
  *  - DAGRT_TRACE set to a path that cannot be created: init succeeds, the log hook gets an
  *    error naming DAGRT_TRACE at init, and the worker records nothing (a start succeeds).
  */
@@ -130,6 +134,36 @@ static void test_one_recording_per_file(void)
     dagrt_worker_free(w);
 }
 
+static void test_env_trace_file_per_worker(void)
+{
+    char env[128], first[128], second[128];
+    path_in_dir(env, sizeof env, "env.json");
+    path_in_dir(first, sizeof first, "env.json");
+    path_in_dir(second, sizeof second, "env.1.json");
+    setenv("DAGRT_TRACE", env, 1);
+    dagrt_worker_t *a = h_worker(NULL, 0, 1);
+    dagrt_worker_t *b = h_worker(NULL, 0, 1);
+    unsetenv("DAGRT_TRACE");
+    REQUIRE(a != NULL && b != NULL);
+    run_chain(a, 5);
+    run_chain(b, 2);
+    dagrt_worker_free(b); /* the shorter document first: it used to leave a's tail behind */
+    dagrt_worker_free(a);
+    const char *paths[2] = {first, second};
+    const unsigned tasks[2] = {5, 2};
+    for (int i = 0; i < 2; i++) {
+        char *j = slurp(paths[i]);
+        CHECKF(j != NULL, "%s was not written", paths[i]);
+        if (!j)
+            continue;
+        unsigned n = count_of(j, "\"ph\":\"X\",\"cat\":\"task\"");
+        CHECKF(n == tasks[i], "%u task slices in %s, expected %u", n, paths[i], tasks[i]);
+        CHECKF(count_of(j, "\"traceEvents\"") == 1, "%s holds %u documents", paths[i],
+               count_of(j, "\"traceEvents\""));
+        free(j);
+    }
+}
+
 static char logged[512];
 static atomic_int log_errors;
 
@@ -150,7 +184,8 @@ static void test_bad_env_path_is_logged_at_init(void)
     unsetenv("DAGRT_TRACE");
     REQUIRE(w != NULL);
     CHECKF(atomic_load(&log_errors) == 1, "%d errors logged", atomic_load(&log_errors));
-    CHECKF(h_contains(logged, "DAGRT_TRACE") && h_contains(logged, "/nonexistent-dagrt-dir/env.json"),
+    /* (the third DAGRT_TRACE worker of the process: its file is env.2.json) */
+    CHECKF(h_contains(logged, "DAGRT_TRACE") && h_contains(logged, "/nonexistent-dagrt-dir/env.2.json"),
            "logged: '%s'", logged);
     /* Nothing is recording, so a trace can start. */
     EXPECT_OK(dagrt_worker_trace_start(w, ok));
@@ -168,6 +203,7 @@ int main(void)
         return 2;
     }
     h_begin("trace", 60);
+    RUN_TEST(test_env_trace_file_per_worker); /* first: DAGRT_TRACE numbering is per process */
     RUN_TEST(test_unwritable_path_fails_at_start);
     RUN_TEST(test_one_recording_per_file);
     RUN_TEST(test_bad_env_path_is_logged_at_init);

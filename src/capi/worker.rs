@@ -184,6 +184,12 @@ pub extern "C" fn dagrt_worker_set_lane_cpus(
 }
 
 /// Start the worker: fork hygiene, map the heap rings, start lanes, then the scheduler.
+/// Fork hygiene, on the process's first init only: each of OMP_NUM_THREADS,
+/// OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and BLIS_NUM_THREADS that is unset is set to "1"
+/// (setenv), so a BLAS or OpenMP pool linked into task code starts one thread per lane rather
+/// than one per core per lane; values already set are kept. setenv is not safe beside a
+/// concurrent getenv/setenv on another thread: call the first init before starting threads
+/// that read the environment, or set these variables yourself.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| worker_mut(worker, "dagrt_worker_init")?.worker.init())
@@ -367,12 +373,17 @@ pub extern "C" fn dagrt_worker_stats(
 /// Start recording a timeline trace, written to `path` (Chrome trace-event JSON, opens in
 /// Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
 /// one slice per task with its callable name, run id and slot, flow arrows for dependency
-/// edges, and the scheduler's completion and dispatch passes. The file is created now:
-/// DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already being
-/// recorded (stop it first). A new trace drops the events of an earlier one. Setting the
+/// edges, and the scheduler's passes (completions, dispatch, reclaim). The file is created
+/// now: DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already
+/// being recorded (stop it first). A new trace drops the events of an earlier one, including
+/// the graph of a run still being built or running: start a trace before building the runs it
+/// should show (their flow arrows and DOT export come from the recorded graph). Setting the
 /// DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
-/// created is logged as an error, and the worker runs untraced). The worker must be
-/// initialised.
+/// created is logged as an error, and the worker runs untraced); with several workers in the
+/// process, the first one records into that path and the k-th later one into the path with
+/// `.k` before its extension (`t.json`, `t.1.json`, ...). The worker must be initialised.
+/// Thread-safe, like `dagrt_worker_trace_stop` and `dagrt_worker_write_dot`: tracing calls
+/// from several threads take turns.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_trace_start(
     worker: *mut dagrt_worker_t,
@@ -393,21 +404,30 @@ pub extern "C" fn dagrt_worker_trace_start(
 }
 
 /// Stop recording and write the trace file started by `dagrt_worker_trace_start` (or
-/// DAGRT_TRACE). A no-op when no trace is being recorded.
+/// DAGRT_TRACE). A no-op when no trace is being recorded. DAGRT_STATUS_SYSTEM, naming the
+/// file, if writing it fails (the recording is over either way). A worker closed or freed
+/// while recording writes its file then (a failure is logged).
 #[no_mangle]
 pub extern "C" fn dagrt_worker_trace_stop(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| {
         let w = worker_ref(worker)?;
         let e = engine_of(w)?;
-        e.trace
-            .stop()
-            .map_err(|x| Error::new(Status::System, format!("writing the trace: {x}")))?;
+        e.trace.stop().map_err(|(p, x)| {
+            Error::new(
+                Status::System,
+                format!("writing the trace {}: {x}", p.display()),
+            )
+        })?;
         Ok(())
     })
 }
 
 /// Write the DAG of `run` (tasks and dependency edges recorded while a trace was being
 /// recorded) to `path` in Graphviz DOT. Dashed edges are ordering-only (add_dep_wait).
+/// DAGRT_STATUS_INVALID_ARGUMENT if no graph of `run` is recorded (no trace was recording
+/// while it was built, or a trace started since dropped it), DAGRT_STATUS_SYSTEM if `path`
+/// cannot be written. The worker must be initialised. Control characters in callable names
+/// are shown as '?'.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_write_dot(
     worker: *mut dagrt_worker_t,
