@@ -236,8 +236,13 @@ def main():
                "--user-data-dir=" + os.path.join(tmp, "profile"),
                "--window-size=%d,%d" % (a.width, a.height), "--screenshot=" + out,
                "file://" + html]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           universal_newlines=True, timeout=120)
+        try:
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               universal_newlines=True, timeout=120)
+        except subprocess.TimeoutExpired as x:
+            out = x.stdout or b""  # bytes even in text mode (subprocess quirk)
+            sys.stderr.write(out.decode(errors="replace") if isinstance(out, bytes) else out)
+            sys.exit("render_trace.py: chromium did not finish within %d s" % x.timeout)
         if p.returncode != 0 or not os.path.exists(out) or os.path.getsize(out) == 0:
             sys.stderr.write(p.stdout)
             sys.exit("render_trace.py: chromium failed (exit %d)" % p.returncode)

@@ -9,7 +9,8 @@
 Trace: valid JSON with a traceEvents list; a thread_name per lane plus the scheduler rows (the scheduler thread, lanes that ran passes);
 exactly one "X" task slice per task, named potrf/trsm/syrk/gemm in the algorithm's counts,
 with numeric pid/tid/ts/dur, distinct slots, none failed, no two slices overlapping on one lane;
-flow arrows come in "s"/"f" pairs with matching ids, f.ts >= s.ts, one per DOT edge.
+flow arrows come in "s"/"f" pairs with matching ids, f.ts >= s.ts, one per DOT edge, each
+event inside a task slice of its track (the end with bp "e").
 DOT: one node per task (the trace's slots), and the edges are exactly the dependencies of the
 tiled algorithm (the last writer of every tile a task reads or writes), matched by
 submission order. The task count must match the one the example printed.
@@ -165,6 +166,17 @@ def check_trace(c, path, info):
     c.check(not late, "trace: %d flow arrows end before they start (a task started before its "
             "producer ended), e.g. id %r" % (len(late), late[:1]))
     c.check(len(starts) > 0, "trace: no flow arrows")
+    # Each arrow binds to the slices it joins: its start inside the producer's slice on the
+    # start's track, its end (bp "e": the enclosing slice) inside the consumer's.
+    def enclosed(e):
+        iv = by_lane.get(e.get("tid"), [])
+        t = e.get("ts")
+        return is_num(t) and any(a - 0.002 <= t <= b + 0.002 for a, b in iv)
+    loose = [e for e in list(starts.values()) + list(finishes.values()) if not enclosed(e)]
+    c.check(not loose, "trace: %d flow events outside every task slice of their track, e.g. %r"
+            % (len(loose), loose[:1]))
+    c.check(all(e.get("bp") == "e" for e in finishes.values()),
+            "trace: a flow end without bp 'e' (it would bind to the next slice, not the consumer)")
     return {"slots": slots, "flows": len(set(starts) & set(finishes))}
 
 

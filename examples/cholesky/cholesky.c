@@ -47,6 +47,13 @@ static const char *const LANE_KIND_NAME[] = {"sub", "next-level"};
  * read by the main thread for the progress bar. */
 static atomic_long g_tasks_done;
 
+/* The progress bar (on when stderr is a terminal): tasks submitted so far by the build
+ * callback (main thread only) and the start of the timed section. */
+static int g_tty;
+static long g_submitted, g_total;
+static double g_t0;
+static void draw_progress(long done, long total, double elapsed);
+
 /* ---------------------------------------------------------------------------------------
  * Executors: each receives its tiles as strided views (data + offset, shape {b, b},
  * element strides {1, ld}) and calls one single-threaded OpenBLAS kernel on them.
@@ -147,6 +154,11 @@ static int submit(const struct chol *c, dagrt_orch_t *o, const dagrt_callable *k
         fprintf(stderr, "dagrt_cholesky: submit failed: %s\n", dagrt_last_error());
         return 1;
     }
+    /* Big graphs take a while to build: the bar counts submits too (every 4096th, so the
+     * check stays off the measured per-task cost). */
+    if (g_tty && (++g_submitted & 4095) == 0)
+        draw_progress(atomic_load_explicit(&g_tasks_done, memory_order_relaxed), g_total,
+                      chol_now() - g_t0);
     return 0;
 }
 
@@ -255,7 +267,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_int(a, val, 1, &o->reps)) return 1;
             i++;
         } else if (!strcmp(a, "--lane-kind")) {
-            if (!val) {
+            if (!val || val[0] == '-') {
                 fprintf(stderr, "dagrt_cholesky: --lane-kind needs sub or next-level\n");
                 return 1;
             }
@@ -275,8 +287,11 @@ static int parse_args(int argc, char **argv, struct options *o)
             }
             i++;
         } else if (!strcmp(a, "--trace") || !strcmp(a, "--dot")) {
-            if (!val || !*val) {
-                fprintf(stderr, "dagrt_cholesky: %s needs a file name\n", a);
+            if (!val || !*val || val[0] == '-') {
+                fprintf(stderr,
+                        "dagrt_cholesky: %s needs a file name%s%s%s\n", a,
+                        val && val[0] == '-' ? " (got '" : "", val && val[0] == '-' ? val : "",
+                        val && val[0] == '-' ? "'; write ./-name for a file named so)" : "");
                 return 1;
             }
             if (!strcmp(a, "--trace"))
@@ -324,9 +339,26 @@ static void draw_progress(long done, long total, double elapsed)
     static const char bar[WIDTH + 1] = "########################################";
     int fill = total > 0 ? (int)(done * WIDTH / total) : WIDTH;
     if (fill > WIDTH) fill = WIDTH;
-    fprintf(stderr, "\r  [%.*s%*s] %ld/%ld tasks  %.3f s", fill, bar, WIDTH - fill, "", done,
-            total, elapsed);
+    fprintf(stderr, "\r\033[K  [%.*s%*s] %ld/%ld tasks", fill, bar, WIDTH - fill, "", done,
+            total);
+    if (g_submitted < total) fprintf(stderr, " (%ld submitted)", g_submitted);
+    fprintf(stderr, "  %.3f s", elapsed);
     fflush(stderr);
+}
+
+/* A file name given for output must be writable before the runs it is to record: checked
+ * by opening it for append (a file that did not exist is removed again). */
+static int check_writable(const char *opt, const char *path)
+{
+    int existed = access(path, F_OK) == 0;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "dagrt_cholesky: %s %s: %s\n", opt, path, strerror(errno));
+        return 1;
+    }
+    fclose(f);
+    if (!existed) unlink(path);
+    return 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -339,6 +371,14 @@ static int fail_setup(const char *what)
 {
     fprintf(stderr, "dagrt_cholesky: %s: %s\n", what, dagrt_last_error());
     return 1;
+}
+
+/* A setup error once the worker exists: report it, then free the worker. */
+static int fail_worker(dagrt_worker_t *w, const char *what)
+{
+    int rc = fail_setup(what);
+    dagrt_worker_free(w);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -357,6 +397,15 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &opt)) return 1;
     const int n = opt.n, b = opt.b, N = n / b;
     const long tasks = chol_task_count(N);
+    if ((opt.trace && check_writable("--trace", opt.trace)) ||
+        (opt.dot && check_writable("--dot", opt.dot)))
+        return 1;
+    if ((opt.trace || opt.dot) && getenv("DAGRT_TRACE")) {
+        /* DAGRT_TRACE would start a recording at init, and ours could not start beside it. */
+        fprintf(stderr, "dagrt_cholesky: --trace/--dot given: ignoring DAGRT_TRACE=%s\n",
+                getenv("DAGRT_TRACE"));
+        unsetenv("DAGRT_TRACE");
+    }
 
     struct chol c = {.n = n, .b = b, .N = N, .kind = opt.kind, .lanes = opt.lanes};
     c.P = 1;
@@ -384,11 +433,11 @@ int main(int argc, char **argv)
     if (dagrt_worker_new(NULL, &w)) return fail_setup("dagrt_worker_new");
     if (opt.kind == LANES_SUB) {
         if (dagrt_worker_add_sub_lanes(w, (uint32_t)opt.lanes))
-            return fail_setup("dagrt_worker_add_sub_lanes");
+            return fail_worker(w, "dagrt_worker_add_sub_lanes");
     } else {
         for (int l = 0; l < opt.lanes; l++)
             if (dagrt_worker_add_next_level_lane(w, l))
-                return fail_setup("dagrt_worker_add_next_level_lane");
+                return fail_worker(w, "dagrt_worker_add_next_level_lane");
     }
     int n_cpus = 0;
     if (opt.pin) { /* lane i on the i-th CPU of this process's mask (wrapping round) */
@@ -398,14 +447,14 @@ int main(int argc, char **argv)
             for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
                 if (CPU_ISSET(cpu, &mine)) cpus[n_cpus++] = cpu;
         if (n_cpus > 0 && dagrt_worker_set_lane_cpus(w, cpus, (uint32_t)n_cpus))
-            return fail_setup("dagrt_worker_set_lane_cpus");
+            return fail_worker(w, "dagrt_worker_set_lane_cpus");
     }
-    if (dagrt_worker_init(w)) return fail_setup("dagrt_worker_init");
+    if (dagrt_worker_init(w)) return fail_worker(w, "dagrt_worker_init");
     if (dagrt_register_callable("potrf", 0, DAGRT_CALLABLE_KIND_TASK, exec_potrf, NULL, &c.potrf) ||
         dagrt_register_callable("trsm", 0, DAGRT_CALLABLE_KIND_TASK, exec_trsm, NULL, &c.trsm) ||
         dagrt_register_callable("syrk", 0, DAGRT_CALLABLE_KIND_TASK, exec_syrk, NULL, &c.syrk) ||
         dagrt_register_callable("gemm", 0, DAGRT_CALLABLE_KIND_TASK, exec_gemm, NULL, &c.gemm))
-        return fail_setup("dagrt_register_callable");
+        return fail_worker(w, "dagrt_register_callable");
 
     const long n_potrf = N, n_trsm = (long)N * (N - 1) / 2, n_gemm = tasks - n_potrf - 2 * n_trsm;
     printf("dagrt %s tiled Cholesky (lower, double): n=%d b=%d (%d x %d tiles)\n",
@@ -422,25 +471,37 @@ int main(int argc, char **argv)
     const int tty = opt.progress && isatty(STDERR_FILENO);
     double *secs = calloc((size_t)opt.reps, sizeof(double));
     double worst_res = 0.0;
-    int failed = 0;
-    if (!secs) return 1;
+    int failed = 0, setup_failed = 0, reps_done = 0, traced_rep = -1;
+    if (!secs) {
+        fprintf(stderr, "dagrt_cholesky: out of memory\n");
+        dagrt_worker_free(w);
+        return 1;
+    }
+    g_tty = tty;
+    g_total = tasks;
 
     for (int rep = 0; rep < opt.reps && !failed; rep++) {
         const int traced = rep == opt.reps - 1 && (opt.trace || opt.dot);
         memcpy(A, A0, bytes); /* untimed: every rep factors the same input */
         atomic_store(&g_tasks_done, 0);
-        if (traced && dagrt_worker_trace_start(w, opt.trace ? opt.trace : "/dev/null"))
-            return fail_setup("dagrt_worker_trace_start");
+        g_submitted = 0;
+        if (traced && dagrt_worker_trace_start(w, opt.trace ? opt.trace : "/dev/null")) {
+            setup_failed = fail_setup("dagrt_worker_trace_start");
+            break;
+        }
 
         /* Timed section: first submit .. last completion. */
-        double t0 = chol_now();
+        double t0 = g_t0 = chol_now();
         dagrt_run_id run = 0;
         dagrt_status s = dagrt_worker_submit(w, build, &c, &run);
         double t_sub = chol_now() - t0;
+        g_submitted = tasks;
         if (s != DAGRT_STATUS_OK) {
+            if (tty) fputs("\r\033[K", stderr);
             fprintf(stderr, "dagrt_cholesky: building the graph failed: %s (%s)\n",
                     dagrt_status_str(s), dagrt_last_error());
-            return 1;
+            setup_failed = 1;
+            break;
         }
         uint32_t done = 0;
         for (;;) {
@@ -457,6 +518,8 @@ int main(int argc, char **argv)
             fflush(stderr);
         }
         secs[rep] = sec;
+        reps_done = rep + 1;
+        if (traced) traced_rep = rep;
 
         dagrt_run_stats_t st = {0};
         dagrt_run_stats(w, run, &st);
@@ -474,10 +537,11 @@ int main(int argc, char **argv)
         }
         if (traced) {
             if (opt.dot && dagrt_worker_write_dot(w, run, opt.dot))
-                return fail_setup("dagrt_worker_write_dot");
-            if (dagrt_worker_trace_stop(w)) return fail_setup("dagrt_worker_trace_stop");
+                setup_failed = fail_setup("dagrt_worker_write_dot");
+            if (dagrt_worker_trace_stop(w)) setup_failed = fail_setup("dagrt_worker_trace_stop");
         }
-        if (dagrt_release_run(w, run)) return fail_setup("dagrt_release_run");
+        if (dagrt_release_run(w, run)) setup_failed = fail_setup("dagrt_release_run");
+        if (setup_failed) break;
 
         double res = failed ? NAN : chol_residual(A0, A, n);
         if (!(res < CHECK_LIMIT)) failed = 1;
@@ -494,25 +558,39 @@ int main(int argc, char **argv)
                    n, b, tasks, sec, chol_gflops(n, sec), res);
         fflush(stdout);
     }
-    dagrt_worker_free(w);
+    dagrt_worker_free(w); /* also writes a trace still recording after an error */
+    if (setup_failed || reps_done == 0) {
+        free(secs);
+        free(A);
+        free(A0);
+        return 1;
+    }
 
-    int reps_done = 0;
-    while (reps_done < opt.reps && secs[reps_done] > 0) reps_done++;
-    qsort(secs, (size_t)reps_done, sizeof(double), cmp_double);
-    double med = reps_done % 2 ? secs[reps_done / 2]
-                               : 0.5 * (secs[reps_done / 2 - 1] + secs[reps_done / 2]);
+    /* The traced rep pays for the recording: it counts in the timing only when it is the
+     * only rep. */
+    int timed = reps_done;
+    if (traced_rep >= 0 && reps_done > 1) {
+        secs[traced_rep] = secs[reps_done - 1];
+        timed--;
+    }
+    qsort(secs, (size_t)timed, sizeof(double), cmp_double);
+    double med = timed % 2 ? secs[timed / 2] : 0.5 * (secs[timed / 2 - 1] + secs[timed / 2]);
     printf("\n");
     printf("n          %d\n", n);
     printf("b          %d\n", b);
     printf("tasks      %ld\n", tasks);
     printf("lanes      %d\n", opt.lanes);
     printf("lane kind  %s\n", LANE_KIND_NAME[opt.kind]);
-    if (reps_done > 1)
-        printf("wall time  %.4f s (median of %d reps, min %.4f, max %.4f)\n", med, reps_done,
-               secs[0], secs[reps_done - 1]);
+    if (timed > 1)
+        printf("wall time  %.4f s (median of %d reps, min %.4f, max %.4f%s)\n", med, timed,
+               secs[0], secs[timed - 1], timed < reps_done ? "; the traced rep left out" : "");
     else
-        printf("wall time  %.4f s\n", med);
-    printf("GFLOP/s    %.2f\n", chol_gflops(n, med));
+        printf("wall time  %.4f s%s\n", med,
+               timed < reps_done ? " (the traced rep left out)" : "");
+    if (failed)
+        printf("GFLOP/s    - (the run failed)\n");
+    else
+        printf("GFLOP/s    %.2f\n", chol_gflops(n, med));
     printf("residual   %.1e (%s: ||A - L L^T||_F / ||A||_F < %.0e)\n", worst_res,
            failed ? "FAILED" : "passed", CHECK_LIMIT);
     if (opt.trace) printf("trace      %s\n", opt.trace);
