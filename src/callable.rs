@@ -64,6 +64,8 @@ pub enum RegisterError {
     Conflict(String),
 }
 
+/// Process-wide identity -> entry (seed: a callable identity names one executor); entries are
+/// leaked, so a lookup's `&'static Entry` outlives the read lock.
 fn registry() -> &'static RwLock<HashMap<[u8; 32], &'static Entry>> {
     static R: OnceLock<RwLock<HashMap<[u8; 32], &'static Entry>>> = OnceLock::new();
     R.get_or_init(|| RwLock::new(HashMap::new()))

@@ -27,6 +27,8 @@ struct Hook {
     user: usize,
 }
 
+/// The installed hook; a call holds the read lock for its duration, so `set_hook`'s write lock
+/// waits out every running call before the previous `user` may be freed.
 fn hook() -> &'static RwLock<Hook> {
     static H: OnceLock<RwLock<Hook>> = OnceLock::new();
     H.get_or_init(|| RwLock::new(Hook { f: None, user: 0 }))

@@ -4,7 +4,7 @@
 //! orders successive holders, whichever thread they run on). A lane owns
 //! a small mailbox ring; the scheduler counts each lane's outstanding jobs and learns of
 //! idleness from the lane's completions, so it never overfills a mailbox. Process, custom and nested
-//! lanes (DESIGN §4) will implement the same `Endpoint` contract.
+//! lanes (DESIGN §4) will take jobs from the same mailbox and report the same completions.
 
 pub mod thread;
 
@@ -74,7 +74,7 @@ impl LaneKind {
 
 /// Jobs a lane can hold at once: the one it runs plus the ones queued behind it. The
 /// scheduler posts more than one only to a lane whose recent jobs were short (see
-/// `Sched::depth`), so a stream of tiny tasks does not pay a scheduler round trip per task,
+/// `LaneBook::has_room`), so a stream of tiny tasks does not pay a scheduler round trip per task,
 /// while long tasks keep the seed's one-job-per-idle-lane placement.
 pub const MAILBOX_DEPTH: u32 = 8;
 
@@ -91,6 +91,7 @@ const IDLE_NAP_MAX: std::time::Duration = std::time::Duration::from_millis(20);
 /// under the role lock) single-consumer (lane) ring, with the lane's wake-up.
 pub struct Mailbox {
     jobs: Ring<Job, { MAILBOX_DEPTH as usize }>,
+    /// Close: the lane exits once its mailbox is empty (Release/Acquire with the last jobs).
     stop: AtomicBool,
     wake: Event,
 }

@@ -73,7 +73,7 @@ impl ReadyQueue {
     }
 }
 
-/// All ready queues of one worker, under one mutex (`Engine::ready`).
+/// All ready queues of one worker, owned by the scheduler role (`Sched::queues`).
 pub struct ReadyQueues {
     /// Indexed by lane index; only NEXT_LEVEL lanes' entries are used.
     pub singles: Vec<ReadyQueue>,
