@@ -128,7 +128,8 @@ pub struct Inbox<T> {
     pushed: Padded<AtomicU64>,
     /// Items any consumer may pop: at most `pushed`, only ever raised (monotonic).
     doorbell: Padded<AtomicU64>,
-    /// Items popped.
+    /// Items popped (consumer-owned; Release after the item was moved out, so `is_empty` and
+    /// `ring_any` on other threads never count an item still being taken as gone).
     popped: Padded<AtomicU64>,
     /// Producer-owned: the block holding item `pushed`.
     tail: UnsafeCell<*mut Block<T>>,

@@ -107,7 +107,8 @@ pub struct Trace {
     epoch: Instant,
     /// Lane names by lane index, fixed at init.
     lane_names: Vec<String>,
-    /// The file of the recording in progress, created when it started.
+    /// The file of the recording in progress, created when it started. `enabled` changes only
+    /// under this lock, so recording is on exactly when a file is open.
     out: Mutex<Option<(PathBuf, File)>>,
     /// Lane `i`'s thread records into timeline `i`, every other thread (the scheduler
     /// thread, a host) into the last one: lanes recording a task each never wait on each

@@ -68,7 +68,9 @@ pub struct SlotTable {
     /// Entries per chunk (a power of two).
     chunk: usize,
     window: u32,
-    /// Free table entries (the task window's capacity).
+    /// Free table entries (the task window's capacity): an entry is here, in the claimer's
+    /// private cache, or held by one live slot, one at a time (entries enter and leave this
+    /// list under its lock).
     /// (This and `cached` on lines of their own: every slot lookup reads the fields above.)
     free: Padded<Mutex<FreeList>>,
     /// Free indexes held in the claimer's private cache (for `live`; written only by the
