@@ -51,7 +51,11 @@ fn isolated_long_jobs_among_tiny_ones_do_not_stop_the_packing() {
 }
 
 /// Bursts of 4 tiny tasks, each after `before`, until one runs on a single lane; fails after
-/// ATTEMPTS, once ATTEMPTS_FOR has passed.
+/// ATTEMPTS, once ATTEMPTS_FOR has passed. Under ThreadSanitizer (`scripts/test-tsan.sh` sets
+/// DAGRT_TSAN) every job runs 5-15x slower, and a "tiny" one there can outlast the 1 ms
+/// between a parked idle lane's two looks, which then rightly takes the queued ones back: the
+/// bursts run ATTEMPTS times, so the placement paths stay under the race detector, but may
+/// all spread.
 fn bursts_pack(
     mut before: impl FnMut(&mut Orchestrator, &Callable),
     o: &mut Orchestrator,
@@ -66,6 +70,10 @@ fn bursts_pack(
         }
         let lanes: Vec<i32> = burst.iter().map(|r| wait_run("a burst task", r)).collect();
         if lanes.iter().all(|&l| l == lanes[0]) {
+            return;
+        }
+        if attempt >= ATTEMPTS && std::env::var_os("DAGRT_TSAN").is_some() {
+            eprintln!("DAGRT_TSAN: bursts still spread after {attempt} attempts; not asserted");
             return;
         }
         assert!(
