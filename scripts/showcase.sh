@@ -21,9 +21,15 @@ missing=()
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
-for p in libopenblas-dev liblapacke-dev; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+if command -v dpkg-query >/dev/null 2>&1; then
+    for p in libopenblas-dev liblapacke-dev; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+else
+    # Not Debian: OpenBLAS and LAPACKE are left to the example's CMake, which names what it
+    # cannot find.
+    say "no dpkg-query: not checking for OpenBLAS and LAPACKE packages"
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
