@@ -3,7 +3,8 @@
  *
  * Conventions: every fallible function returns a dagrt_status (0 = DAGRT_STATUS_OK);
  * dagrt_last_error() gives the calling thread's last failure message. Out-parameters are
- * written only on success. Engine objects are opaque and freed with their _free function;
+ * written on success, and on failure only where a function says so (dagrt_worker_submit,
+ * dagrt_wait_run_for). Engine objects are opaque and freed with their _free function;
  * _free(NULL) is a no-op; using an object after its _free is undefined behaviour.
  * Task handles and run ids are plain values checked by the library.
  */
@@ -41,7 +42,8 @@ typedef enum dagrt_status {
    */
   DAGRT_STATUS_INVALID_ARGUMENT = 2,
   /*
-   A NEXT_LEVEL target worker id is not a registered lane.
+   A NEXT_LEVEL target worker id is not a registered lane, or a SUB submit on a worker
+   without SUB lanes.
    */
   DAGRT_STATUS_UNKNOWN_WORKER = 3,
   /*
@@ -53,7 +55,7 @@ typedef enum dagrt_status {
    */
   DAGRT_STATUS_UNKNOWN_CALLABLE = 5,
   /*
-   A callable name is already registered to a different executor.
+   A callable identity is already registered to a different executor or `user` pointer.
    */
   DAGRT_STATUS_CALLABLE_CONFLICT = 6,
   /*
@@ -77,7 +79,8 @@ typedef enum dagrt_status {
    */
   DAGRT_STATUS_WRONG_STATE = 11,
   /*
-   The orchestrator was called from a thread other than the one building the run.
+   The orchestrator was called from a thread other than the one building the run; or a
+   task waits without bound for its own run, or closes, frees or configures its own worker.
    */
   DAGRT_STATUS_WRONG_THREAD = 12,
   /*
@@ -105,7 +108,9 @@ typedef enum dagrt_status {
    */
   DAGRT_STATUS_PANIC = 18,
   /*
-   The run's orchestration callback reported failure.
+   The run's submission failed: its orchestration callback returned non-zero,
+   `dagrt_fail_run_submission` was called, or its worker was freed with the run open.
+   This is the run's result even when a task had failed before.
    */
   DAGRT_STATUS_ORCHESTRATION_FAILED = 19,
 } dagrt_status;
@@ -619,6 +624,8 @@ enum dagrt_status dagrt_args_get_tensor(const struct dagrt_args_t *args, uint32_
  per process; registering the same (name, ns, kind, exec, user) again returns the same
  identity, and binding an existing identity to another executor is
  DAGRT_STATUS_CALLABLE_CONFLICT. `exec` may be called from any lane thread with `user`.
+ DAGRT_CALLABLE_KIND_ORCHESTRATION callables register (nested workers will run them) but
+ every submit refuses them (DAGRT_STATUS_UNKNOWN_CALLABLE).
  Thread-safe.
  */
 enum dagrt_status dagrt_register_callable(const char *name, uint32_t ns, uint32_t kind, dagrt_executor_fn exec, void *user, struct dagrt_callable *out);
@@ -633,7 +640,8 @@ enum dagrt_status dagrt_task_fail(const struct dagrt_task_view *task, const char
 
 /*
  Begin a run on this thread: opens its outer scope; this thread becomes its builder.
- Fails with DAGRT_STATUS_WRONG_STATE if a run is already open.
+ DAGRT_STATUS_WRONG_STATE if this thread's run is still open or the worker is closing;
+ DAGRT_STATUS_WRONG_THREAD if another thread is building a run.
  */
 enum dagrt_status dagrt_begin_run(struct dagrt_orch_t *orch, dagrt_run_id *out_run);
 
@@ -689,7 +697,8 @@ enum dagrt_status dagrt_alloc(struct dagrt_orch_t *orch, const uint64_t *shape, 
 
 /*
  Open a nested scope (up to 64 on top of the run's outer scope). Tasks submitted inside it
- use the heap ring of its depth and are released for reclamation at `dagrt_scope_end`.
+ use the heap ring of its depth (the outer scope is depth 0; there are 4 rings, and depths
+ 3 and deeper share the fourth) and are released for reclamation at `dagrt_scope_end`.
  */
 enum dagrt_status dagrt_scope_begin(struct dagrt_orch_t *orch);
 
@@ -700,8 +709,10 @@ enum dagrt_status dagrt_scope_begin(struct dagrt_orch_t *orch);
 enum dagrt_status dagrt_scope_end(struct dagrt_orch_t *orch);
 
 /*
- Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
- failure, the earliest by when its task failed) if any task failed. Repeatable: every wait
+ Block until the run is terminal. DAGRT_STATUS_ORCHESTRATION_FAILED (message: the
+ submission's) if the run's submission failed, even after a task failure; else
+ DAGRT_STATUS_TASK_FAILED (message: the run's first failure, the earliest by when its task
+ failed) if any task failed. Repeatable: every wait
  reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
  (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
  be asked there).

@@ -3,8 +3,9 @@
 # if missing), the standard library rebuilt instrumented (-Zbuild-std), build outputs in
 # target/tsan. Any report fails the script.
 #  1. The Rust tests (the library's unit tests and every integration test). The soaks run
-#     shorter than their defaults under TSAN's 5-15x slowdown unless set: DAGRT_STRESS_RUNS
-#     (3000), DAGRT_FAULT_RUNS (2000), DAGRT_FUZZ_SEQS (300). The loom models are not built
+#     under TSAN's 5-15x slowdown with these counts unless set: DAGRT_STRESS_RUNS (3000) and
+#     DAGRT_FAULT_RUNS (2000), shorter than their defaults, and DAGRT_FUZZ_SEQS (300, its
+#     default). The loom models are not built
 #     here. DAGRT_TSAN=1 tells tests/sub_placement.rs that tiny jobs are not tiny here: its
 #     packing bursts run but their placement is not asserted.
 #  2. The C harness's test programs (ctest label capi, in build/capi-tsan, compiled with

@@ -12,13 +12,14 @@ pub enum Status {
     NullPointer = 1,
     /// An argument is out of range or malformed (the message names it).
     InvalidArgument = 2,
-    /// A NEXT_LEVEL target worker id is not a registered lane.
+    /// A NEXT_LEVEL target worker id is not a registered lane, or a SUB submit on a worker
+    /// without SUB lanes.
     UnknownWorker = 3,
     /// A group names the same target worker twice, or a lane id is added twice.
     DuplicateTarget = 4,
     /// The callable identity is not registered in this process (or has the wrong kind).
     UnknownCallable = 5,
-    /// A callable name is already registered to a different executor.
+    /// A callable identity is already registered to a different executor or `user` pointer.
     CallableConflict = 6,
     /// A task handle or run id belongs to another run or another worker.
     ForeignHandle = 7,
@@ -30,7 +31,8 @@ pub enum Status {
     ScopeTooDeep = 10,
     /// The call is not valid in the object's current state (no run open, not initialised...).
     WrongState = 11,
-    /// The orchestrator was called from a thread other than the one building the run.
+    /// The orchestrator was called from a thread other than the one building the run; or a
+    /// task waits without bound for its own run, or closes, frees or configures its own worker.
     WrongThread = 12,
     /// "HeapRing exhausted, increase heap_ring_size on Worker".
     HeapExhausted = 13,
@@ -44,7 +46,9 @@ pub enum Status {
     System = 17,
     /// A panic inside dagrt was caught at the C boundary (a dagrt bug).
     Panic = 18,
-    /// The run's orchestration callback reported failure.
+    /// The run's submission failed: its orchestration callback returned non-zero,
+    /// `dagrt_fail_run_submission` was called, or its worker was freed with the run open.
+    /// This is the run's result even when a task had failed before.
     OrchestrationFailed = 19,
 }
 

@@ -12,6 +12,8 @@ use std::ffi::{c_char, c_void};
 /// per process; registering the same (name, ns, kind, exec, user) again returns the same
 /// identity, and binding an existing identity to another executor is
 /// DAGRT_STATUS_CALLABLE_CONFLICT. `exec` may be called from any lane thread with `user`.
+/// DAGRT_CALLABLE_KIND_ORCHESTRATION callables register (nested workers will run them) but
+/// every submit refuses them (DAGRT_STATUS_UNKNOWN_CALLABLE).
 /// Thread-safe.
 #[no_mangle]
 pub extern "C" fn dagrt_register_callable(

@@ -56,7 +56,8 @@ fn write_handle(out: *mut TaskHandle, h: TaskHandle) {
 }
 
 /// Begin a run on this thread: opens its outer scope; this thread becomes its builder.
-/// Fails with DAGRT_STATUS_WRONG_STATE if a run is already open.
+/// DAGRT_STATUS_WRONG_STATE if this thread's run is still open or the worker is closing;
+/// DAGRT_STATUS_WRONG_THREAD if another thread is building a run.
 #[no_mangle]
 pub extern "C" fn dagrt_begin_run(orch: *mut dagrt_orch_t, out_run: *mut RunId) -> Status {
     boundary(|| {
@@ -224,7 +225,8 @@ pub extern "C" fn dagrt_alloc(
 }
 
 /// Open a nested scope (up to 64 on top of the run's outer scope). Tasks submitted inside it
-/// use the heap ring of its depth and are released for reclamation at `dagrt_scope_end`.
+/// use the heap ring of its depth (the outer scope is depth 0; there are 4 rings, and depths
+/// 3 and deeper share the fourth) and are released for reclamation at `dagrt_scope_end`.
 #[no_mangle]
 pub extern "C" fn dagrt_scope_begin(orch: *mut dagrt_orch_t) -> Status {
     boundary(|| with_orch(orch, |o| o.scope_begin()))

@@ -68,8 +68,10 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
     }
 }
 
-/// Block until the run is terminal. DAGRT_STATUS_TASK_FAILED (message: the run's first
-/// failure, the earliest by when its task failed) if any task failed. Repeatable: every wait
+/// Block until the run is terminal. DAGRT_STATUS_ORCHESTRATION_FAILED (message: the
+/// submission's) if the run's submission failed, even after a task failure; else
+/// DAGRT_STATUS_TASK_FAILED (message: the run's first failure, the earliest by when its task
+/// failed) if any task failed. Repeatable: every wait
 /// reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
 /// (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
 /// be asked there).
