@@ -4,7 +4,7 @@
 use crate::event::{deadline_after, Event};
 use crate::spsc::Padded;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,6 +65,8 @@ pub struct Run {
     failure: Mutex<Option<Recorded>>,
     /// Worker-wide run event, notified when any run's fence reaches zero.
     done_event: Arc<Event>,
+    /// The worker's count of runs begun and not yet finished (`RunRegistry::in_flight`).
+    in_flight: Arc<AtomicUsize>,
     /// Failed slots of this run that were already consumed, with their messages: a later
     /// consumer naming one (by handle, or through the TensorMap tombstone it left) is poisoned
     /// rather than treated as satisfied.
@@ -72,7 +74,8 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn new(first_slot: u64, done_event: Arc<Event>) -> Run {
+    pub fn new(first_slot: u64, done_event: Arc<Event>, in_flight: Arc<AtomicUsize>) -> Run {
+        in_flight.fetch_add(1, Ordering::AcqRel);
         Run {
             id: NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed),
             first_slot,
@@ -85,6 +88,7 @@ impl Run {
             cancelled: AtomicU64::new(0),
             failure: Mutex::new(None),
             done_event,
+            in_flight,
             failed_slots: Mutex::new(HashMap::new()),
         }
     }
@@ -110,6 +114,7 @@ impl Run {
             // Once `finished` is visible the run may be released and freed (slots hold it
             // by `RunRef`, not by count): nothing of `self` is touched after the store.
             let ev = Arc::clone(&self.done_event);
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
             self.finished.store(true, Ordering::Release);
             ev.notify_cond();
         }
@@ -294,6 +299,11 @@ pub fn is_live_anywhere(id: RunId) -> bool {
 pub struct RunRegistry {
     /// Guards the set of live (not yet released) runs: an id found here is a valid run handle.
     runs: Mutex<HashMap<RunId, Arc<Run>>>,
+    /// Runs begun and not finished: with more than one, SUB singles go to idle lanes only
+    /// (a job packed into a busy lane's mailbox would leave its run's ready partition, and a
+    /// later run's job packed there would start ahead of an earlier run's task released
+    /// after it: Scheduler seed §1, runs never interleave in a ready queue).
+    pub in_flight: Arc<AtomicUsize>,
 }
 
 impl RunRegistry {

@@ -682,10 +682,83 @@ static void ready_queue_partitioned_by_run(int warm)
     h_close_worker(w);
 }
 
+/* The same on the shared SUB FIFO: one SUB lane runs X (gated) of run 1, a1-a3 (run 1) come
+ * after it, run 2's b1 after them, then c1 (run 1) is released. Cold, the SUB lane's jobs are
+ * untimed and a1-a3 wait in the FIFO; warm (tiny jobs first), a1-a3 are packed into the
+ * lane's mailbox behind X while run 1 is the only run in flight, so run 1's ready partition
+ * is empty when c1 arrives: c1 must still go ahead of b1, which may not be packed while two
+ * runs are in flight. */
+static void sub_queue_partitioned_by_run(int warm)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run1, run2;
+    dagrt_task_handle hp;
+    dagrt_dep d;
+    dagrt_run_stats_t rs;
+    h_step x = h_step_id(1), p = h_step_id(2), c1 = h_step_id(3), b1 = h_step_id(4);
+    h_reset_records();
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 1)); /* NEXT_LEVEL lane 0 (for p), one SUB lane */
+    if (warm) {
+        dagrt_run_id r;
+        REQUIRE_OK(dagrt_begin_run(o, &r));
+        for (int i = 0; i < 16; i++) {
+            h_step s = h_step_id(100 + (uint64_t)i);
+            EXPECT_OK(h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL));
+        }
+        EXPECT_OK(h_finish_run(w, o, r));
+    }
+    x.wait_gate = 0; /* the SUB lane busy until gate 0 */
+    p.wait_gate = 1; /* c1's producer, on lane 0, until gate 1 */
+
+    REQUIRE_OK(dagrt_begin_run(o, &run1));
+    EXPECT_OK(h_submit_step_sub(o, &x, NULL, 0, NULL, 0, NULL));
+    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* the SUB lane is busy */
+    SUBMIT_STEP(o, &p, 0, NULL, 0, NULL, 0, &hp);
+    d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
+    EXPECT_OK(h_submit_step_sub(o, &c1, NULL, 0, &d, 1, NULL));
+    for (int i = 0; i < 3; i++) { /* a1, a2, a3 */
+        h_step a = h_step_id(10 + (uint64_t)i);
+        EXPECT_OK(h_submit_step_sub(o, &a, NULL, 0, NULL, 0, NULL));
+    }
+    EXPECT_OK(dagrt_close_run_submission(o, run1));
+    /* The close wakes the scheduler thread, whose pass routes a1-a3 (packing them, warm)
+     * while run 1 is the only run in flight; give it that time before run 2 begins (were the
+     * pass late, a1-a3 would still be queued and the check below would pass either way). */
+    h_sleep_us(50000 * h_time_scale());
+
+    REQUIRE_OK(dagrt_begin_run(o, &run2));
+    EXPECT_OK(h_submit_step_sub(o, &b1, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(dagrt_close_run_submission(o, run2));
+    h_gate_open(1);
+    CHECK(H_POLL(dagrt_run_stats(w, run1, &rs) == DAGRT_STATUS_OK && rs.completed == 1, 5000));
+    CHECKF(h_start(3) == 0 && h_start(4) == 0 && h_start(10) == 0,
+           "the SUB lane ran something while its task X was blocked");
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run1));
+    EXPECT_OK(h_wait(w, run2));
+    EXPECT_OK(dagrt_release_run(w, run1));
+    EXPECT_OK(dagrt_release_run(w, run2));
+    for (int id = 1; id <= 4; id++)
+        CHECK_RAN_ONCE(id);
+    for (int id = 10; id < 13; id++)
+        CHECK_RAN_ONCE(id);
+    CHECK_BEFORE(1, 10);
+    CHECK_BEFORE(10, 11);
+    CHECK_BEFORE(11, 12);
+    CHECKF(h_end(3) != 0 && h_end(3) < h_start(4),
+           "run 2's b1 (start %" PRIu64 ") ran before run 1's c1 (start %" PRIu64 ") on the "
+           "SUB lane: the SUB ready queue does not keep the runs apart (warmed: %d)",
+           h_start(4), h_start(3), warm);
+    h_close_worker(w);
+}
+
 static void test_ready_queue_partitioned_by_run(void)
 {
     ready_queue_partitioned_by_run(0);
     ready_queue_partitioned_by_run(1);
+    sub_queue_partitioned_by_run(0);
+    sub_queue_partitioned_by_run(1);
 }
 
 int main(void)

@@ -154,6 +154,7 @@ impl Orchestrator {
         let run = Arc::new(Run::new(
             first_id_of_seq(self.next_seq),
             self.e.run_event.clone(),
+            self.e.runs.in_flight.clone(),
         ));
         self.e.runs.insert(run.clone());
         self.scope.open_outer();

@@ -17,6 +17,7 @@ impl Sched {
                 return self.flush_posts();
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
+            let one_run = self.one_run();
             let mut blocked_head = None;
             // Group FIFO head: launch only on a fully idle target set, else reserve it.
             while let Some((sid, r)) = q.group.peek() {
@@ -61,7 +62,7 @@ impl Sched {
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
                 if need == 1 {
-                    let Some(l) = book::sub_lane_for_single(&self.lanes, &self.sub) else {
+                    let Some(l) = book::sub_lane_for_single(&self.lanes, &self.sub, one_run) else {
                         break;
                     };
                     q.sub.pop();

@@ -514,12 +514,19 @@ impl Sched {
     fn place_direct(&mut self, sid: crate::slot::SlotId, r: &crate::slot::Route) -> bool {
         let lane = match r.kind {
             ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
-            ROUTE_SUB if r.members == 1 => book::sub_lane_for_single(&self.lanes, &self.sub),
+            ROUTE_SUB if r.members == 1 => {
+                book::sub_lane_for_single(&self.lanes, &self.sub, self.one_run())
+            }
             _ => None,
         };
         let Some(l) = lane else { return false };
         self.post_single(l as usize, sid);
         true
+    }
+
+    /// At most one run in flight: SUB singles may be packed into busy lanes' mailboxes.
+    fn one_run(&self) -> bool {
+        self.e.runs.in_flight.load(Ordering::Relaxed) <= 1
     }
 }
 

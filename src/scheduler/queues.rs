@@ -5,7 +5,9 @@ use crate::run::RunId;
 use crate::slot::{Route, SlotId};
 use std::collections::VecDeque;
 
-/// A FIFO partitioned by run: pops come from the partition of the run holding the head.
+/// A FIFO partitioned by run: pops come from the partition of the run holding the head, and
+/// the partitions are kept in run order (ids grow with `begin_run`), so a task of an earlier
+/// run released after a later run's task was queued still goes first.
 #[derive(Default)]
 pub struct ReadyQueue {
     parts: VecDeque<(RunId, VecDeque<(SlotId, Route)>)>,
@@ -28,7 +30,11 @@ impl ReadyQueue {
             .take()
             .unwrap_or_else(|| VecDeque::with_capacity(64));
         q.push_back((sid, route));
-        self.parts.push_back((run, q));
+        match self.parts.iter().rposition(|p| p.0 < run) {
+            Some(i) if i + 1 < self.parts.len() => self.parts.insert(i + 1, (run, q)),
+            None if !self.parts.is_empty() => self.parts.push_front((run, q)),
+            _ => self.parts.push_back((run, q)),
+        }
     }
 
     pub fn peek(&self) -> Option<&(SlotId, Route)> {
@@ -103,5 +109,38 @@ impl ReadyQueues {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pops in run order, FIFO within a run, however the runs' tasks arrived.
+    #[test]
+    fn partitions_pop_in_run_order() {
+        let mut q = ReadyQueue::default();
+        let push = |q: &mut ReadyQueue, sid: SlotId, run: RunId| {
+            q.push(
+                sid,
+                Route {
+                    run,
+                    ..Route::default()
+                },
+            )
+        };
+        push(&mut q, 20, 2);
+        push(&mut q, 30, 3);
+        push(&mut q, 10, 1); // an earlier run's task released later goes first
+        push(&mut q, 21, 2);
+        push(&mut q, 11, 1);
+        push(&mut q, 25, 2);
+        let order: Vec<SlotId> = std::iter::from_fn(|| q.pop().map(|e| e.0)).collect();
+        assert_eq!(order, [10, 11, 20, 21, 25, 30]);
+        assert!(q.is_empty());
+        // A run whose partition drained comes back behind the runs before it only.
+        push(&mut q, 40, 4);
+        push(&mut q, 31, 3);
+        assert_eq!(q.pop().map(|e| e.0), Some(31));
     }
 }
