@@ -263,8 +263,7 @@ static void test_orchestration_failure(void)
                  "4242");
     CHECK(run != 0); /* the run id is still written */
     st = h_wait(w, run);
-    CHECKF((st == DAGRT_STATUS_ORCHESTRATION_FAILED || st == DAGRT_STATUS_TASK_FAILED) &&
-               h_contains(dagrt_last_error(), "4242"),
+    CHECKF(st == DAGRT_STATUS_ORCHESTRATION_FAILED && h_contains(dagrt_last_error(), "4242"),
            "waiting for a run whose submission failed: %s \"%s\"", dagrt_status_str((int32_t)st),
            dagrt_last_error());
     EXPECT_OK(dagrt_release_run(w, run));
@@ -289,10 +288,28 @@ static void test_orchestration_failure(void)
         REQUIRE_OK(dagrt_begin_run(o, &run));
         EXPECT_OK(dagrt_fail_run_submission(o, run, "the host gave up"));
         st = h_wait(w, run);
-        CHECKF(st != DAGRT_STATUS_OK && h_contains(dagrt_last_error(), "the host gave up"),
+        CHECKF(st == DAGRT_STATUS_ORCHESTRATION_FAILED &&
+                   h_contains(dagrt_last_error(), "the host gave up"),
                "after fail_run_submission: %s \"%s\"", dagrt_status_str((int32_t)st),
                dagrt_last_error());
         EXPECT_OK(dagrt_release_run(w, run));
+        /* a task failed first: the submission's failure is still the run's result */
+        {
+            h_step f = h_step_id(20);
+            dagrt_run_stats_t rs;
+            f.fail = 1;
+            REQUIRE_OK(dagrt_begin_run(o, &run));
+            EXPECT_OK(h_submit_step(o, &f, 0, NULL, 0, NULL, 0, NULL));
+            CHECK(H_POLL(dagrt_run_stats(w, run, &rs) == DAGRT_STATUS_OK && rs.failed == 1,
+                         5000));
+            EXPECT_OK(dagrt_fail_run_submission(o, run, "given up after the failure"));
+            st = h_wait(w, run);
+            CHECKF(st == DAGRT_STATUS_ORCHESTRATION_FAILED &&
+                       h_contains(dagrt_last_error(), "given up after the failure"),
+                   "a task failure, then fail_run_submission: %s \"%s\"",
+                   dagrt_status_str((int32_t)st), dagrt_last_error());
+            EXPECT_OK(dagrt_release_run(w, run));
+        }
         /* and a new run works */
         REQUIRE_OK(dagrt_begin_run(o, &run));
         EXPECT_OK(h_finish_run(w, o, run));

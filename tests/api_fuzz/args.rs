@@ -51,7 +51,9 @@ impl Fz {
             shape: [0; 5],
             strides: [0; 5],
         };
-        let dtype = self.rng.pick(&[0u32, 1, 2, 4, 5, 6, 7, 10, 11, 12]);
+        let dtype = self
+            .rng
+            .pick(&[0u32, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         let e = esize(dtype);
         t.dtype = dtype;
         let r = self.rng.below(100);

@@ -34,7 +34,7 @@ impl Fz {
         let run = &self.runs[ri];
         if let Some(t) = &run.failed {
             return (
-                vec![Status::OrchestrationFailed, Status::TaskFailed],
+                vec![Status::OrchestrationFailed],
                 MsgCheck::Contains(t.clone()),
             );
         }

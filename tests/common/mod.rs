@@ -12,7 +12,7 @@ use dagrt::error::Status;
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
 use dagrt::slot::{state_name, COMPLETED, PENDING};
 use dagrt::task::{
-    dtype_size, CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
+    CallConfig, DataType, Dep, DepKind, Tag, TaskArgs, TaskHandle, TaskView, Tensor,
     MAX_TENSOR_DIMS,
 };
 use dagrt::worker::{Engine, Worker, WorkerConfig};
@@ -171,13 +171,49 @@ pub fn sub_worker(
     (w, c)
 }
 
-pub fn dtype_of(es: u64) -> DataType {
-    match es {
-        1 => DataType::U8,
-        2 => DataType::U16,
-        4 => DataType::U32,
-        _ => DataType::U64,
-    }
+/// Every dtype of element size `es`, by `pick` (any number): the generators use them all.
+pub fn dtype_of(es: u64, pick: u64) -> DataType {
+    use DataType::*;
+    let of: &[DataType] = match es {
+        1 => &[U8, I8, Bool],
+        2 => &[U16, I16, F16, Bf16],
+        4 => &[U32, I32, F32],
+        _ => &[U64, I64, F64],
+    };
+    of[(pick % of.len() as u64) as usize]
+}
+
+/// The model's own element sizes (the header's `dagrt_dtype` list), not the engine's table:
+/// a wrong size there must show up as a missed or extra dependency.
+pub fn elem_size(dtype: u32) -> Option<u64> {
+    use DataType::*;
+    let all = [
+        (U8, 1),
+        (I8, 1),
+        (Bool, 1),
+        (U16, 2),
+        (I16, 2),
+        (F16, 2),
+        (Bf16, 2),
+        (U32, 4),
+        (I32, 4),
+        (F32, 4),
+        (U64, 8),
+        (I64, 8),
+        (F64, 8),
+    ];
+    all.iter()
+        .find(|(d, _)| *d as u32 == dtype)
+        .map(|&(_, s)| s)
+}
+
+/// The model's own tag semantics (Orchestrator seed: INPUT and INOUT look up their
+/// producers; OUTPUT, INOUT and OUTPUT_EXISTING become the producer), not `Tag`'s methods.
+pub fn model_looks_up(tag: Tag) -> bool {
+    matches!(tag, Tag::Input | Tag::Inout)
+}
+pub fn model_inserts(tag: Tag) -> bool {
+    matches!(tag, Tag::Output | Tag::Inout | Tag::OutputExisting)
 }
 
 /// Highest byte (exclusive) a view reaches, relative to its data pointer.
@@ -203,7 +239,13 @@ pub fn gen_generic(rng: &mut Rng, base: u64, len: u64) -> Tensor {
             strides[k] = if rng.pct(3) { 0 } else { rng.range(1, 11) };
         }
         let offset = rng.below(len / es) * es;
-        let t = tensor(base, offset, dtype_of(es), &shape[..nd], &strides[..nd]);
+        let t = tensor(
+            base,
+            offset,
+            dtype_of(es, rng.below(12)),
+            &shape[..nd],
+            &strides[..nd],
+        );
         if view_reach(&t) <= len {
             return t;
         }
@@ -378,7 +420,7 @@ pub fn describe_tensor(t: &Tensor, bufs: &[Buf], bi: usize) -> String {
         tag_name(t.tag),
         name,
         t.offset,
-        dtype_size(t.dtype).unwrap_or(0),
+        elem_size(t.dtype).unwrap_or(0),
         &t.shape[..nd],
         &t.strides[..nd]
     )
@@ -483,7 +525,7 @@ pub fn alloc_buf(
             "alloc of node n{idx} returned {ptr:?}, not 1024-aligned"
         ));
     }
-    let len = shape.iter().product::<u64>() * dtype_size(dtype as u32).expect("dtype");
+    let len = shape.iter().product::<u64>() * elem_size(dtype as u32).expect("dtype");
     let name = format!("A{idx}");
     Ok(Buf::owned(name, ptr as u64, len, layout, level, idx))
 }
@@ -650,7 +692,7 @@ pub fn req_names(req: &BTreeMap<usize, bool>) -> Vec<String> {
 /// strides mean dense row-major; `ndim == 0` is one element.
 pub fn view_bytes(t: &Tensor, base: u64, out: &mut Vec<u64>) {
     out.clear();
-    let es = dtype_size(t.dtype).expect("valid dtype");
+    let es = elem_size(t.dtype).expect("valid dtype");
     let nd = t.ndim as usize;
     let shape = &t.shape[..nd];
     if shape.contains(&0) {
@@ -816,9 +858,9 @@ pub fn model_required(
             for (t, &bi) in tensors.iter().zip(buf_of) {
                 let tag = Tag::from_u32(t.tag).expect("tag");
                 let acts = if inserting {
-                    tag.inserts()
+                    model_inserts(tag)
                 } else {
-                    tag.looks_up()
+                    model_looks_up(tag)
                 };
                 if bi == usize::MAX || tag == Tag::NoDep || !acts {
                     continue;

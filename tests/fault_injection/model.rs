@@ -272,9 +272,9 @@ impl<'a> Builder<'a> {
                     continue;
                 };
                 let acts = if inserting {
-                    tag.inserts()
+                    common::model_inserts(tag)
                 } else {
-                    tag.looks_up()
+                    common::model_looks_up(tag)
                 };
                 if tag == Tag::NoDep || !acts {
                     continue;
