@@ -70,6 +70,9 @@ pub struct Engine {
     pub stop: AtomicBool,
     /// A close is draining the runs (its budget may have run out): new runs are refused.
     pub closing: AtomicBool,
+    /// Jobs taken back from a SUB lane's mailbox for an idle lane (a count for tests: written
+    /// by the scheduler role only, on that rare path).
+    pub sub_moves: std::sync::atomic::AtomicU64,
     /// Thread token of the thread building the open run (0: none). Read without the
     /// orchestrator lock so another thread is rejected without ever contending for it.
     pub builder: std::sync::atomic::AtomicU64,
@@ -292,6 +295,7 @@ impl Worker {
             lane_by_worker,
             stop: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            sub_moves: std::sync::atomic::AtomicU64::new(0),
             builder: std::sync::atomic::AtomicU64::new(0),
             reclaim_held: AtomicBool::new(false),
             failure_tickets: AtomicU32::new(0),

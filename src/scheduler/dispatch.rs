@@ -168,6 +168,7 @@ impl Sched {
                 }
             }
             let Some(sid) = taken else { return };
+            self.e.sub_moves.fetch_add(1, Ordering::Relaxed);
             self.post(idle, sid, 0, true);
         }
     }
