@@ -6,8 +6,8 @@
 #     under TSAN's 5-15x slowdown with these counts unless set: DAGRT_STRESS_RUNS (3000) and
 #     DAGRT_FAULT_RUNS (2000), shorter than their defaults, and DAGRT_FUZZ_SEQS (300, its
 #     default). The loom models are not built
-#     here. DAGRT_TSAN=1 tells tests/sub_placement.rs that tiny jobs are not tiny here: its
-#     packing bursts run but their placement is not asserted.
+#     here. DAGRT_TSAN=1 tells tests/sub_placement*.rs that tiny jobs are not tiny here: their
+#     packing bursts and stalled-job moves run, but whether the jobs packed is not asserted.
 #  2. The C harness's test programs (ctest label capi, in build/capi-tsan, compiled with
 #     gcc -fsanitize=thread) against the instrumented libdagrt.so, except test_limits (TSAN's
 #     own allocations fail under its RLIMIT_DATA). The package and example checks, which build
