@@ -633,51 +633,17 @@ static void test_worker_close_for(void)
     dagrt_worker_free(w);
 }
 
-/* Two live runs queue singles on one busy lane. Lane 0 runs a gated task X of run 1; a1, a2
- * and a3 (run 1) wait in lane 0's FIFO. Run 1 is closed, run 2 queues b1 on lane 0 too. Then
- * c1 (run 1, lane 0), the consumer of a producer on lane 1, becomes READY: it joins run 1's
- * partition, still holding a1-a3, so when lane 0 frees up the order is a1, a2, a3, c1, then
- * b1. One FIFO shared by the runs would run b1 before c1. */
-/* With `warm`, lane 0 first ran a run of tiny jobs: a1..a3 and b1 must still leave the FIFO
- * only when lane 0 is idle, not queue up behind X in its mailbox ahead of c1. */
-static void ready_queue_partitioned_by_run(int warm)
+/* The end of a partition case: c1's producer p (gate 1) completes while X (gate 0) still
+ * holds `lane`, so c1 is READY with nothing run; then X ends, and the lane runs X, a1-a3,
+ * c1 and only then run 2's b1. */
+static void partition_case_end(dagrt_worker_t *w, dagrt_run_id run1, dagrt_run_id run2,
+                               const char *lane, int warm)
 {
-    dagrt_worker_t *w;
-    dagrt_orch_t *o;
-    dagrt_run_id run1, run2;
-    dagrt_task_handle hp;
-    dagrt_dep d;
     dagrt_run_stats_t rs;
-    h_step x = h_step_id(1), p = h_step_id(2), c1 = h_step_id(3), b1 = h_step_id(4);
-    h_reset_records();
-    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
-    if (warm)
-        h_warm_lane(w, o, 0, 100, 16);
-    x.wait_gate = 0; /* lane 0 busy until gate 0 */
-    p.wait_gate = 1; /* c1's producer, on lane 1, until gate 1 */
-
-    REQUIRE_OK(dagrt_begin_run(o, &run1));
-    SUBMIT_STEP(o, &x, 0, NULL, 0, NULL, 0, NULL);
-    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* lane 0 is busy */
-    SUBMIT_STEP(o, &p, 1, NULL, 0, NULL, 0, &hp);
-    d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
-    SUBMIT_STEP(o, &c1, 0, NULL, 0, &d, 1, NULL);
-    for (int i = 0; i < 3; i++) { /* a1, a2, a3 (queued) */
-        h_step a = h_step_id(10 + (uint64_t)i);
-        SUBMIT_STEP(o, &a, 0, NULL, 0, NULL, 0, NULL);
-    }
-    EXPECT_OK(dagrt_close_run_submission(o, run1));
-
-    REQUIRE_OK(dagrt_begin_run(o, &run2));
-    SUBMIT_STEP(o, &b1, 0, NULL, 0, NULL, 0, NULL);
-    EXPECT_OK(dagrt_close_run_submission(o, run2));
-    /* b1 is routed before c1 is released: closing run 2 made b1 visible to the scheduler,
-     * and a pass routes new submissions before the consumers its completions release */
     h_gate_open(1);
-    /* p's completion was handled: c1 is READY and queued on lane 0 */
     CHECK(H_POLL(dagrt_run_stats(w, run1, &rs) == DAGRT_STATUS_OK && rs.completed == 1, 5000));
     CHECKF(h_start(3) == 0 && h_start(4) == 0 && h_start(10) == 0,
-           "lane 0 ran something while its task X was blocked");
+           "%s ran something while its task X was blocked", lane);
     h_gate_open(0);
     EXPECT_OK(h_wait(w, run1));
     EXPECT_OK(h_wait(w, run2));
@@ -692,90 +658,86 @@ static void ready_queue_partitioned_by_run(int warm)
     CHECK_BEFORE(11, 12);
     CHECK_BEFORE(12, 3);
     CHECKF(h_end(3) != 0 && h_end(3) < h_start(4),
-           "run 2's b1 (start %" PRIu64 ") ran before run 1's c1 (start %" PRIu64 "), which "
-           "became READY later but belongs to the run holding lane 0's FIFO head: the ready "
-           "queue is not partitioned by run (lane 0 warmed with tiny jobs: %d)",
-           h_start(4), h_start(3), warm);
+           "run 2's b1 (start %" PRIu64 ") ran before run 1's c1 (start %" PRIu64 ") on %s, "
+           "though c1's run holds the older partition: the ready queue does not keep the runs "
+           "apart (warmed with tiny jobs: %d)",
+           h_start(4), h_start(3), lane, warm);
     h_close_worker(w);
 }
 
-/* The same on the shared SUB FIFO: one SUB lane runs X (gated) of run 1, a1-a3 (run 1) come
- * after it, run 2's b1 after them, then c1 (run 1) is released. Cold, the SUB lane's jobs are
- * untimed and a1-a3 wait in the FIFO; warm (tiny jobs first), a1-a3 are packed into the
- * lane's mailbox behind X while run 1 is the only run in flight, so run 1's ready partition
- * is empty when c1 arrives: c1 must still go ahead of b1, which may not be packed while two
- * runs are in flight. */
-static void sub_queue_partitioned_by_run(int warm)
+/* A step of the partition cases: on NEXT_LEVEL lane `lane`, or on the SUB lanes (`sub`). */
+static dagrt_status partition_step(dagrt_orch_t *o, const h_step *s, int sub, int32_t lane,
+                                   const dagrt_dep *d, uint32_t nd, dagrt_task_handle *out)
+{
+    return sub ? h_submit_step_sub(o, s, NULL, 0, d, nd, out)
+               : h_submit_step(o, s, lane, NULL, 0, d, nd, out);
+}
+
+/* Two live runs queue singles on one busy lane. The lane runs a gated task X of run 1; a1, a2
+ * and a3 (run 1) wait behind it. Run 1 is closed, run 2 queues b1 on the same lane. Then c1
+ * (run 1), the consumer of a producer p on another NEXT_LEVEL lane, becomes READY: the order
+ * on the lane must be a1, a2, a3, c1, then b1. One FIFO shared by the runs would run b1
+ * before c1.
+ *  - NEXT_LEVEL lane 0 (`sub` 0): c1 joins run 1's partition of lane 0's FIFO, still holding
+ *    a1-a3. With `warm` (lane 0 first ran tiny jobs), a1-a3 and b1 must still leave the FIFO
+ *    only when lane 0 is idle, not queue up behind X in its mailbox ahead of c1.
+ *  - One SUB lane (`sub` 1): cold, its jobs are untimed and a1-a3 wait in the SUB FIFO; warm,
+ *    a1-a3 are packed into its mailbox behind X while run 1 is the only run in flight, so run
+ *    1's partition is empty when c1 arrives: c1 must still go ahead of b1, which may not be
+ *    packed while two runs are in flight. */
+static void ready_queue_partitioned_by_run(int sub, int warm)
 {
     dagrt_worker_t *w;
     dagrt_orch_t *o;
     dagrt_run_id run1, run2;
     dagrt_task_handle hp;
     dagrt_dep d;
-    dagrt_run_stats_t rs;
     h_step x = h_step_id(1), p = h_step_id(2), c1 = h_step_id(3), b1 = h_step_id(4);
+    const int32_t p_lane = sub ? 0 : 1; /* X's lane is NEXT_LEVEL 0 or the SUB lane */
     h_reset_records();
-    REQUIRE(h_open_worker(&w, &o, NULL, 1, 1)); /* NEXT_LEVEL lane 0 (for p), one SUB lane */
+    REQUIRE(h_open_worker(&w, &o, NULL, sub ? 1 : 2, sub ? 1 : 0));
     if (warm) {
         dagrt_run_id r;
         REQUIRE_OK(dagrt_begin_run(o, &r));
         for (int i = 0; i < 16; i++) {
             h_step s = h_step_id(100 + (uint64_t)i);
-            EXPECT_OK(h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL));
+            EXPECT_OK(partition_step(o, &s, sub, 0, NULL, 0, NULL));
         }
         EXPECT_OK(h_finish_run(w, o, r));
     }
-    x.wait_gate = 0; /* the SUB lane busy until gate 0 */
-    p.wait_gate = 1; /* c1's producer, on lane 0, until gate 1 */
+    x.wait_gate = 0; /* X's lane busy until gate 0 */
+    p.wait_gate = 1; /* c1's producer until gate 1 */
 
     REQUIRE_OK(dagrt_begin_run(o, &run1));
-    EXPECT_OK(h_submit_step_sub(o, &x, NULL, 0, NULL, 0, NULL));
-    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* the SUB lane is busy */
-    SUBMIT_STEP(o, &p, 0, NULL, 0, NULL, 0, &hp);
+    EXPECT_OK(partition_step(o, &x, sub, 0, NULL, 0, NULL));
+    REQUIRE(H_POLL(h_start(1) != 0, 5000)); /* X's lane is busy */
+    SUBMIT_STEP(o, &p, p_lane, NULL, 0, NULL, 0, &hp);
     d = h_dep(hp, DAGRT_DEP_KIND_RETAIN);
-    EXPECT_OK(h_submit_step_sub(o, &c1, NULL, 0, &d, 1, NULL));
+    EXPECT_OK(partition_step(o, &c1, sub, 0, &d, 1, NULL));
     for (int i = 0; i < 3; i++) { /* a1, a2, a3 */
         h_step a = h_step_id(10 + (uint64_t)i);
-        EXPECT_OK(h_submit_step_sub(o, &a, NULL, 0, NULL, 0, NULL));
+        EXPECT_OK(partition_step(o, &a, sub, 0, NULL, 0, NULL));
     }
     EXPECT_OK(dagrt_close_run_submission(o, run1));
-    /* The close wakes the scheduler thread, whose pass routes a1-a3 (packing them, warm)
-     * while run 1 is the only run in flight; give it that time before run 2 begins (were the
-     * pass late, a1-a3 would still be queued and the check below would pass either way). */
+    /* The close wakes the scheduler thread, whose pass routes a1-a3 (on a warm SUB lane,
+     * packing them) while run 1 is the only run in flight; give it that time before run 2
+     * begins (were the pass late, a1-a3 would still be queued and the case would pass
+     * either way). */
     h_sleep_us(50000 * h_time_scale());
 
     REQUIRE_OK(dagrt_begin_run(o, &run2));
-    EXPECT_OK(h_submit_step_sub(o, &b1, NULL, 0, NULL, 0, NULL));
+    EXPECT_OK(partition_step(o, &b1, sub, 0, NULL, 0, NULL));
     EXPECT_OK(dagrt_close_run_submission(o, run2));
-    h_gate_open(1);
-    CHECK(H_POLL(dagrt_run_stats(w, run1, &rs) == DAGRT_STATUS_OK && rs.completed == 1, 5000));
-    CHECKF(h_start(3) == 0 && h_start(4) == 0 && h_start(10) == 0,
-           "the SUB lane ran something while its task X was blocked");
-    h_gate_open(0);
-    EXPECT_OK(h_wait(w, run1));
-    EXPECT_OK(h_wait(w, run2));
-    EXPECT_OK(dagrt_release_run(w, run1));
-    EXPECT_OK(dagrt_release_run(w, run2));
-    for (int id = 1; id <= 4; id++)
-        CHECK_RAN_ONCE(id);
-    for (int id = 10; id < 13; id++)
-        CHECK_RAN_ONCE(id);
-    CHECK_BEFORE(1, 10);
-    CHECK_BEFORE(10, 11);
-    CHECK_BEFORE(11, 12);
-    CHECKF(h_end(3) != 0 && h_end(3) < h_start(4),
-           "run 2's b1 (start %" PRIu64 ") ran before run 1's c1 (start %" PRIu64 ") on the "
-           "SUB lane: the SUB ready queue does not keep the runs apart (warmed: %d)",
-           h_start(4), h_start(3), warm);
-    h_close_worker(w);
+    /* b1 is routed before c1 is released: closing run 2 made b1 visible to the scheduler,
+     * and a pass routes new submissions before the consumers its completions release */
+    partition_case_end(w, run1, run2, sub ? "the SUB lane" : "lane 0", warm);
 }
 
 static void test_ready_queue_partitioned_by_run(void)
 {
-    ready_queue_partitioned_by_run(0);
-    ready_queue_partitioned_by_run(1);
-    sub_queue_partitioned_by_run(0);
-    sub_queue_partitioned_by_run(1);
+    for (int sub = 0; sub < 2; sub++)
+        for (int warm = 0; warm < 2; warm++)
+            ready_queue_partitioned_by_run(sub, warm);
 }
 
 int main(void)
