@@ -238,11 +238,10 @@ impl Trace {
         let Some((path, mut f)) = out.take() else {
             return Ok(None);
         };
-        let write = |f: &mut File| {
-            f.write_all(self.chrome_json().as_bytes())?;
-            f.sync_all()
-        };
-        match write(&mut f) {
+        match f
+            .write_all(self.chrome_json().as_bytes())
+            .and_then(|()| f.sync_all())
+        {
             Ok(()) => Ok(Some(path)),
             Err(x) => Err((path, x)),
         }

@@ -184,10 +184,9 @@ pub fn idle_sweep(e: &Engine) -> bool {
     if s.sweep_if_due() {
         s.pass();
     }
-    let new_episode = s.stall.is_some() && s.stall_episode() != episode;
+    let new_episode = s.stall_began_since(episode);
     release_role(g);
     if new_episode {
-        // As in `after_completion`: the scheduler thread may be parked with no deadline.
         e.sched_event.notify();
     }
     watching
@@ -215,8 +214,7 @@ pub fn after_completion(e: &Engine) {
             break;
         }
     }
-    // A new stall episode needs the scheduler thread's timed wait for its warning.
-    let new_episode = s.stall.is_some() && s.stall_episode() != episode;
+    let new_episode = s.stall_began_since(episode);
     release_role(g);
     if new_episode {
         e.sched_event.notify();
@@ -356,6 +354,12 @@ impl Sched {
     /// When the current stall episode began (None: no blocked group head watched).
     fn stall_episode(&self) -> Option<Instant> {
         self.stall.as_ref().map(|st| st.since)
+    }
+
+    /// Whether a stall episode other than `before` (an earlier `stall_episode`) is under way:
+    /// its warning needs the scheduler thread's timed wait, which may be parked without one.
+    fn stall_began_since(&self, before: Option<Instant>) -> bool {
+        self.stall_episode().is_some_and(|t| Some(t) != before)
     }
 
     /// Whether a SUB lane of tiny jobs holds queued ones while another SUB lane idles.

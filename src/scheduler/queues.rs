@@ -30,11 +30,13 @@ impl ReadyQueue {
             .take()
             .unwrap_or_else(|| VecDeque::with_capacity(64));
         q.push_back((sid, route));
-        match self.parts.iter().rposition(|p| p.0 < run) {
-            Some(i) if i + 1 < self.parts.len() => self.parts.insert(i + 1, (run, q)),
-            None if !self.parts.is_empty() => self.parts.push_front((run, q)),
-            _ => self.parts.push_back((run, q)),
-        }
+        // After the last partition of an earlier run (at the back, for the newest run).
+        let at = self
+            .parts
+            .iter()
+            .rposition(|p| p.0 < run)
+            .map_or(0, |i| i + 1);
+        self.parts.insert(at, (run, q));
     }
 
     pub fn peek(&self) -> Option<&(SlotId, Route)> {
