@@ -171,23 +171,11 @@ pub fn sub_worker(
     (w, c)
 }
 
-/// Every dtype of element size `es`, by `pick` (any number): the generators use them all.
-pub fn dtype_of(es: u64, pick: u64) -> DataType {
-    use DataType::*;
-    let of: &[DataType] = match es {
-        1 => &[U8, I8, Bool],
-        2 => &[U16, I16, F16, Bf16],
-        4 => &[U32, I32, F32],
-        _ => &[U64, I64, F64],
-    };
-    of[(pick % of.len() as u64) as usize]
-}
-
 /// The model's own element sizes (the header's `dagrt_dtype` list), not the engine's table:
 /// a wrong size there must show up as a missed or extra dependency.
-pub fn elem_size(dtype: u32) -> Option<u64> {
+const DTYPE_SIZES: [(DataType, u64); 13] = {
     use DataType::*;
-    let all = [
+    [
         (U8, 1),
         (I8, 1),
         (Bool, 1),
@@ -201,10 +189,26 @@ pub fn elem_size(dtype: u32) -> Option<u64> {
         (U64, 8),
         (I64, 8),
         (F64, 8),
-    ];
-    all.iter()
+    ]
+};
+
+/// Element size of `dtype` in the model (None: not a dtype).
+pub fn elem_size(dtype: u32) -> Option<u64> {
+    DTYPE_SIZES
+        .iter()
         .find(|(d, _)| *d as u32 == dtype)
         .map(|&(_, s)| s)
+}
+
+/// One of the dtypes of element size `es`, by `pick` (any number): the generators use them
+/// all.
+pub fn dtype_of(es: u64, pick: u64) -> DataType {
+    let of: Vec<DataType> = DTYPE_SIZES
+        .iter()
+        .filter(|&&(_, s)| s == es)
+        .map(|&(d, _)| d)
+        .collect();
+    of[(pick % of.len() as u64) as usize]
 }
 
 /// The model's own tag semantics (Orchestrator seed: INPUT and INOUT look up their
