@@ -287,11 +287,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             }
             i++;
         } else if (!strcmp(a, "--trace") || !strcmp(a, "--dot")) {
-            if (!val || !*val || val[0] == '-') {
+            if (!val || !*val) {
+                fprintf(stderr, "dagrt_cholesky: %s needs a file name\n", a);
+                return 1;
+            }
+            if (val[0] == '-') {
                 fprintf(stderr,
-                        "dagrt_cholesky: %s needs a file name%s%s%s\n", a,
-                        val && val[0] == '-' ? " (got '" : "", val && val[0] == '-' ? val : "",
-                        val && val[0] == '-' ? "'; write ./-name for a file named so)" : "");
+                        "dagrt_cholesky: %s needs a file name (got '%s'; write ./-name for a "
+                        "file named so)\n", a, val);
                 return 1;
             }
             if (!strcmp(a, "--trace"))
@@ -471,7 +474,7 @@ int main(int argc, char **argv)
     const int tty = opt.progress && isatty(STDERR_FILENO);
     double *secs = calloc((size_t)opt.reps, sizeof(double));
     double worst_res = 0.0;
-    int failed = 0, setup_failed = 0, reps_done = 0, traced_rep = -1;
+    int failed = 0, setup_failed = 0, reps_done = 0;
     if (!secs) {
         fprintf(stderr, "dagrt_cholesky: out of memory\n");
         dagrt_worker_free(w);
@@ -519,7 +522,6 @@ int main(int argc, char **argv)
         }
         secs[rep] = sec;
         reps_done = rep + 1;
-        if (traced) traced_rep = rep;
 
         dagrt_run_stats_t st = {0};
         dagrt_run_stats(w, run, &st);
@@ -566,13 +568,10 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* The traced rep pays for the recording: it counts in the timing only when it is the
-     * only rep. */
+    /* The traced rep, the last, pays for the recording: it counts in the timing only when it
+     * is the only rep. */
     int timed = reps_done;
-    if (traced_rep >= 0 && reps_done > 1) {
-        secs[traced_rep] = secs[reps_done - 1];
-        timed--;
-    }
+    if ((opt.trace || opt.dot) && reps_done == opt.reps && reps_done > 1) timed--;
     qsort(secs, (size_t)timed, sizeof(double), cmp_double);
     double med = timed % 2 ? secs[timed / 2] : 0.5 * (secs[timed / 2 - 1] + secs[timed / 2]);
     printf("\n");
