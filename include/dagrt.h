@@ -133,7 +133,9 @@ enum dagrt_tag
   DAGRT_TAG_INPUT = 0,
   /*
    Write: becomes the producer of the memory it touches; no lookup (pure overwrite).
-   A null data pointer asks the runtime to allocate the buffer from the heap ring.
+   A null data pointer asks the runtime to allocate the buffer from the heap ring (dense:
+   zero strides and offset); the submit writes its address back into the tensor. One with
+   a zero extent gets no buffer: its data stays NULL, there and in the executor.
    */
   DAGRT_TAG_OUTPUT = 1,
   /*

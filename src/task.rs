@@ -22,7 +22,9 @@ pub enum Tag {
     /// Read: depends on the current producers of the memory it touches (RaW).
     Input = 0,
     /// Write: becomes the producer of the memory it touches; no lookup (pure overwrite).
-    /// A null data pointer asks the runtime to allocate the buffer from the heap ring.
+    /// A null data pointer asks the runtime to allocate the buffer from the heap ring (dense:
+    /// zero strides and offset); the submit writes its address back into the tensor. One with
+    /// a zero extent gets no buffer: its data stays NULL, there and in the executor.
     Output = 1,
     /// Read and write: RaW and WaW edge on the prior producers, then becomes the producer.
     Inout = 2,

@@ -662,6 +662,56 @@ static void test_executor_sees_args(void)
     h_close_worker(w);
 }
 
+/* A zero-size auto-allocated OUTPUT gets no buffer: its data stays NULL in the tensor and in
+ * the executor, whatever else the task allocates (it used to be handed the address of the
+ * next buffer). Group members may share an array holding only zero-size ones. */
+static void test_zero_size_auto_output_stays_null(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    dagrt_callable c;
+    dagrt_tensor t[2], shared_z, own_p;
+    uint64_t sc[1] = {0};
+    dagrt_task_args a;
+    h_step steps[3] = {h_step_id(50), h_step_id(51), h_step_id(52)};
+    h_group g;
+    const int32_t targets[3] = {0, 1, 2};
+    REQUIRE(h_open_worker(&w, &o, NULL, 3, 0));
+    memset(seen, 0, sizeof seen);
+    REQUIRE_OK(dagrt_register_callable("submit.inspect", 3, DAGRT_CALLABLE_KIND_TASK, inspect_exec,
+                                       (void *)&seen, &c));
+    t[0] = h_tensor(NULL, 0, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT); /* zero size, listed first */
+    t[1] = h_tensor(NULL, 4, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT);
+    a = h_args(t, 2, sc, 1, NULL, 0);
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    REQUIRE_OK(dagrt_submit_next_level(o, &c, &a, NULL, 0, NULL));
+    CHECK(t[0].data == NULL);
+    CHECK(t[1].data != NULL);
+
+    /* members 0 and 1 share an array with only a zero-size auto OUTPUT; member 2 allocates */
+    shared_z = h_tensor(NULL, 0, DAGRT_DTYPE_U8, DAGRT_TAG_OUTPUT);
+    own_p = h_tensor(NULL, 8, DAGRT_DTYPE_U8, DAGRT_TAG_OUTPUT);
+    h_make_group(&g, steps, 3, NULL, 0);
+    g.a[0].tensors = g.a[1].tensors = &shared_z;
+    g.a[0].num_tensors = g.a[1].num_tensors = 1;
+    g.a[2].tensors = &own_p;
+    g.a[2].num_tensors = 1;
+    EXPECT_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 3, NULL, targets, NULL));
+    CHECK(shared_z.data == NULL);
+    CHECK(own_p.data != NULL);
+    EXPECT_OK(h_finish_run(w, o, run));
+
+    CHECK(atomic_load(&seen[0].seen) == 1);
+    CHECK(seen[0].tensors[0].data == NULL);
+    CHECK_EQ_U64(seen[0].tensors[0].shape[0], 0);
+    CHECK(seen[0].tensors[1].data == t[1].data);
+    CHECK_RAN_ONCE(50);
+    CHECK_RAN_ONCE(51);
+    CHECK_RAN_ONCE(52);
+    h_close_worker(w);
+}
+
 static void test_task_fail_reaches_wait(void)
 {
     dagrt_worker_t *w;
@@ -834,6 +884,7 @@ int main(void)
     RUN_TEST(test_sub_fresh_lanes_do_not_queue_behind_a_blocked_job);
     RUN_TEST(test_group_head_goes_before_a_single_waiting_for_its_lane);
     RUN_TEST(test_executor_sees_args);
+    RUN_TEST(test_zero_size_auto_output_stays_null);
     RUN_TEST(test_task_fail_reaches_wait);
     RUN_TEST(test_unknown_callable);
     RUN_TEST(test_callable_identity);

@@ -68,10 +68,15 @@ impl Orchestrator {
                 if t.data.is_null() {
                     let n =
                         align_up(dense_bytes(t.ndim, &t.shape, t.dtype).unwrap_or(0)).unwrap_or(0);
-                    t.data = cursor.cast();
-                    // SAFETY: the slab holds the sum of these aligned sizes.
-                    cursor = unsafe { cursor.add(n as usize) };
-                    self.footprints[flat] = Footprint::of(t);
+                    // A zero-size one keeps NULL (and no footprint): the address of another
+                    // buffer, or of none when the slab is empty, would be a pointer to nothing
+                    // that differs by what else the task allocates.
+                    if n > 0 {
+                        t.data = cursor.cast();
+                        // SAFETY: the slab holds the sum of these aligned sizes.
+                        cursor = unsafe { cursor.add(n as usize) };
+                        self.footprints[flat] = Footprint::of(t);
+                    }
                 }
                 // A read listed after a pure write (OUTPUT, OUTPUT_EXISTING) of the task.
                 read_after_write |= written && (t.tag == INPUT || t.tag == INOUT);

@@ -258,9 +258,13 @@ fn shared_auto_array(members: &[TaskArgs]) -> Result<()> {
             a + m.num_tensors as usize * std::mem::size_of::<Tensor>(),
         )
     };
+    // Zero-size ones keep their NULL (nothing is written back), so sharing them is harmless.
     let has_auto = |m: &TaskArgs| {
-        // SAFETY: validated non-null with num_tensors elements.
-        (0..m.num_tensors as usize).any(|i| unsafe { (*m.tensors.add(i)).data.is_null() })
+        (0..m.num_tensors as usize).any(|i| {
+            // SAFETY: validated non-null with num_tensors elements.
+            let t = unsafe { &*m.tensors.add(i) };
+            t.data.is_null() && dense_bytes(t.ndim, &t.shape, t.dtype).is_some_and(|n| n > 0)
+        })
     };
     for (i, a) in members.iter().enumerate() {
         for (j, b) in members.iter().enumerate().take(i) {
