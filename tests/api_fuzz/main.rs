@@ -73,6 +73,8 @@ mod builders;
 mod callables;
 mod callbacks;
 mod checks;
+#[path = "../common/mod.rs"]
+mod common;
 mod config;
 mod executors;
 mod ffi;

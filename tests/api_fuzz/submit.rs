@@ -625,9 +625,8 @@ impl Fz {
                 .iter()
                 .zip(&orig)
                 .flat_map(|(f, o)| f.iter().zip(o.iter()))
-                .find(|(_, o)| o.data.is_null() && o.tag == 1)
-                .map(|(f, _)| f.data as u64)
-                .filter(|&d| d != 0);
+                .find(|(f, o)| o.data.is_null() && o.tag == 1 && !f.data.is_null())
+                .map(|(f, _)| f.data as u64);
             let base = self.ring_base(w, ring_i, first.unwrap_or(0), start)?;
             cursor = base + start % size;
             let ring_m = &mut self.workers[w].rings[ring_i];
@@ -639,10 +638,11 @@ impl Fz {
         for (m, mm) in members.iter_mut().enumerate() {
             for k in 0..mm.tensors.len() {
                 if orig[m][k].data.is_null() {
-                    let want = if heap_bytes > 0 { cursor } else { 0 };
+                    // a zero-size one keeps its NULL (header: no buffer)
+                    let bytes = mm.info[k].auto.unwrap_or(0);
+                    let want = if bytes > 0 { cursor } else { 0 };
                     let got = finals[m][k].data as u64;
                     self.check(got == want, "auto-allocated OUTPUT address", || format!("member {m} tensor {k}: written-back address {got:#x}, the ring model expects {want:#x}"))?;
-                    let bytes = mm.info[k].auto.unwrap_or(0);
                     if bytes > 0 {
                         self.check(got % 1024 == 0, "auto-allocated OUTPUT alignment", || {
                             format!("address {got:#x} not 1024-aligned")
