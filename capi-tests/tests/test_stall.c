@@ -19,6 +19,8 @@
  *    no warning 5 s after the first condition appeared, one 5 s after the second.
  *  - the hook is called with the scheduler role released: a hook that frees the busy target
  *    and waits for the group to launch sees it launch.
+ *  - a stall whose run goes quiet right after a burst of tiny tasks on a third lane is
+ *    still warned of (three trials).
  */
 #define H_BLOCK_TIMEOUT_MS 60000u /* gates stay shut for many seconds here */
 #include "harness.h"
@@ -340,6 +342,53 @@ static void test_hook_runs_outside_the_scheduler_role(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* A stall whose run then goes quiet still gets its warning. Found by an audit: the scheduler
+ * thread waits with no deadline whenever it finds a lane holding the scheduler role, and a
+ * lane's pass woke it only for a new episode; when the last pass before the quiet was a
+ * lane's, the 5 s deadline was never armed (3 of 7 runs of this scene had no warning). Here
+ * a burst of tiny tasks on lane 30 right after the stall begins makes the lanes take the role
+ * often while the run goes quiet; three trials, each must warn. */
+static void test_stall_warned_after_the_run_goes_quiet(void)
+{
+    static const int32_t ids[3] = {10, 20, 30};
+    static const int32_t t1[2] = {10, 20};
+    for (int trial = 0; trial < 3; trial++) {
+        dagrt_worker_t *w;
+        dagrt_orch_t *o;
+        dagrt_run_id run;
+        h_step b0 = h_step_id(0), s3 = h_step_id(3), gs[2] = {h_step_id(1), h_step_id(2)};
+        h_group g;
+        uint64_t t0;
+        h_reset_records();
+        warnings = 0;
+        REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
+        w = h_worker_ids(NULL, ids, 3, 0);
+        REQUIRE(w != NULL);
+        o = h_orch(w);
+        b0.wait_gate = 0; /* lane 10 busy until gate 0: the group is a blocked head */
+        h_make_group(&g, gs, 2, NULL, 0);
+        REQUIRE_OK(dagrt_begin_run(o, &run));
+        SUBMIT_STEP(o, &b0, 10, NULL, 0, NULL, 0, NULL);
+        REQUIRE(H_POLL(h_start(0) != 0, 5000));
+        REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, t1, NULL));
+        SUBMIT_STEP(o, &s3, 20, NULL, 0, NULL, 0, NULL); /* the stall: idle lane 20 queued */
+        t0 = h_now_ms();
+        for (int i = 0; i < 20; i++) {
+            h_step tiny = h_step_id(10 + (uint64_t)i);
+            SUBMIT_STEP(o, &tiny, 30, NULL, 0, NULL, 0, NULL);
+            h_sleep_us(300);
+        }
+        CHECKF(H_POLL(warning_count() >= 1, 9000),
+               "trial %d: no stall warning %" PRIu64 " ms after the stall began", trial,
+               h_now_ms() - t0);
+        h_gate_open(0);
+        EXPECT_OK(h_finish_run(w, o, run));
+        CHECK_RAN_ONCE(3);
+        h_close_worker(w);
+        EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+    }
+}
+
 int main(void)
 {
     h_begin("stall", 120);
@@ -347,5 +396,6 @@ int main(void)
     RUN_TEST(test_cancelled_singles_are_no_stall);
     RUN_TEST(test_condition_returning_starts_a_new_episode);
     RUN_TEST(test_hook_runs_outside_the_scheduler_role);
+    RUN_TEST(test_stall_warned_after_the_run_goes_quiet);
     return h_done();
 }

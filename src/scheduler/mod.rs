@@ -180,13 +180,12 @@ pub fn idle_sweep(e: &Engine) -> bool {
     };
     let Some(s) = g.as_mut() else { return false };
     let watching = s.watching_queued_tiny();
-    let episode = s.stall_episode();
     if s.sweep_if_due() {
         s.pass();
     }
-    let new_episode = s.stall_began_since(episode);
+    let stall = s.stall_needs_timer();
     release_role(g);
-    if new_episode {
+    if stall {
         e.sched_event.notify();
     }
     watching
@@ -202,7 +201,6 @@ pub fn after_completion(e: &Engine) {
     let Some(s) = g.as_mut() else {
         return e.sched_event.notify_cond();
     };
-    let episode = s.stall_episode();
     let mut busy = true;
     for _ in 0..LANE_PASSES {
         // Another pass can place nothing new unless a completion or a submission arrived
@@ -214,9 +212,9 @@ pub fn after_completion(e: &Engine) {
             break;
         }
     }
-    let new_episode = s.stall_began_since(episode);
+    let stall = s.stall_needs_timer();
     release_role(g);
-    if new_episode {
+    if stall {
         e.sched_event.notify();
     } else if busy {
         e.sched_event.notify_cond();
@@ -351,15 +349,12 @@ impl Sched {
         }
     }
 
-    /// When the current stall episode began (None: no blocked group head watched).
-    fn stall_episode(&self) -> Option<Instant> {
-        self.stall.as_ref().map(|st| st.since)
-    }
-
-    /// Whether a stall episode other than `before` (an earlier `stall_episode`) is under way:
-    /// its warning needs the scheduler thread's timed wait, which may be parked without one.
-    fn stall_began_since(&self, before: Option<Instant>) -> bool {
-        self.stall_episode().is_some_and(|t| Some(t) != before)
+    /// Whether a stall episode is under way and not warned of yet. Its warning comes from
+    /// the scheduler thread's timed wait, and that thread waits untimed whenever it found a
+    /// lane holding the role: a lane leaving the role with such an episode must wake it, new
+    /// episode or not, or a run gone quiet never gets the warning.
+    fn stall_needs_timer(&self) -> bool {
+        self.stall.as_ref().is_some_and(|st| !st.warned)
     }
 
     /// Whether a SUB lane of tiny jobs holds queued ones while another SUB lane idles.
