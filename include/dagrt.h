@@ -135,7 +135,10 @@ enum dagrt_tag
    Write: becomes the producer of the memory it touches; no lookup (pure overwrite).
    A null data pointer asks the runtime to allocate the buffer from the heap ring (dense:
    zero strides and offset); the submit writes its address back into the tensor. One with
-   a zero extent gets no buffer: its data stays NULL, there and in the executor.
+   a zero extent gets no buffer: its data stays NULL, there and in the executor. The
+   buffer lives as long as its task's slot: once the task's scope has ended and every
+   task depending on it is done, it is reclaimed, and a task submitted after that which
+   names it reads released memory (nothing tracks it any more, failed producer or not).
    */
   DAGRT_TAG_OUTPUT = 1,
   /*
@@ -301,7 +304,8 @@ typedef void (*dagrt_log_fn)(uint32_t level, const char *msg, void *user);
 typedef struct dagrt_tensor {
   /*
    Base address of the buffer. Null only for an OUTPUT tensor the runtime should allocate;
-   on a successful submit the allocated address is written back here.
+   on a successful submit the allocated address is written back here (one with a zero
+   extent gets no buffer and stays NULL).
    */
   void *data;
   /*
@@ -636,7 +640,8 @@ enum dagrt_status dagrt_register_callable(const char *name, uint32_t ns, uint32_
  From inside an executor: fail the current task with `msg` (copied). The task fails even
  if the executor then returns 0. Call only on the `task` passed to the running executor,
  while it runs: from its own thread or from threads it runs and waits for (an OpenMP region
- inside the kernel), also at the same time. The first message given is the task's.
+ inside the kernel), also at the same time. The first message given is the task's. `msg`
+ may hold any bytes: invalid UTF-8 is replaced with U+FFFD, never refused.
  */
 enum dagrt_status dagrt_task_fail(const struct dagrt_task_view *task, const char *msg);
 
@@ -650,12 +655,16 @@ enum dagrt_status dagrt_begin_run(struct dagrt_orch_t *orch, dagrt_run_id *out_r
 /*
  Close the run's submission: ends its outer scope and lets its fence resolve. Nested
  scopes must have been ended (else DAGRT_STATUS_SCOPE_UNBALANCED, the run stays open).
+ Inside `dagrt_worker_submit`'s callback: DAGRT_STATUS_WRONG_STATE (the call closes the
+ run when the callback returns, or fails it if the callback returns non-zero).
  */
 enum dagrt_status dagrt_close_run_submission(struct dagrt_orch_t *orch, dagrt_run_id run);
 
 /*
- Fail the run's submission with `msg` (NULL: a generic message): the run will end with this
- failure, and submission is closed (open nested scopes are ended).
+ Fail the run's submission with `msg` (NULL: a generic message; invalid UTF-8 is replaced
+ with U+FFFD): the run will end with this failure, and submission is closed (open nested
+ scopes are ended). Allowed inside `dagrt_worker_submit`'s callback, which then returns
+ DAGRT_STATUS_ORCHESTRATION_FAILED with this message.
  */
 enum dagrt_status dagrt_fail_run_submission(struct dagrt_orch_t *orch, dagrt_run_id run, const char *msg);
 
@@ -717,7 +726,8 @@ enum dagrt_status dagrt_scope_end(struct dagrt_orch_t *orch);
  failed) if any task failed. Repeatable: every wait
  reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
  (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
- be asked there).
+ be asked there). Called by the thread building the run before it closed its submission:
+ DAGRT_STATUS_WRONG_STATE (the run cannot end before that close).
  */
 enum dagrt_status dagrt_wait_run(const struct dagrt_worker_t *worker, dagrt_run_id run);
 
@@ -827,14 +837,18 @@ enum dagrt_status dagrt_worker_orch(struct dagrt_worker_t *worker, struct dagrt_
  submission (ending any nested scope the callback left open) and write the run id. If the
  callback returns non-zero, the run's submission fails with the callback's message (the
  last dagrt error the callback saw, if any); the run id is still written, and the status is
- DAGRT_STATUS_ORCHESTRATION_FAILED. Wait for the run with `dagrt_wait_run`; release it
- with `dagrt_release_run`.
+ DAGRT_STATUS_ORCHESTRATION_FAILED. The callback may fail its run itself with
+ `dagrt_fail_run_submission` (the status is then ORCHESTRATION_FAILED with that message,
+ whatever the callback returns); closing it there is refused. Wait for the run with
+ `dagrt_wait_run`; release it with `dagrt_release_run`.
  */
 enum dagrt_status dagrt_worker_submit(struct dagrt_worker_t *worker, dagrt_orch_fn orch_fn, void *ctx, dagrt_run_id *out_run);
 
 /*
  `dagrt_worker_submit`, then wait for the run and release it. Returns the run's terminal
  status (DAGRT_STATUS_TASK_FAILED with the first failure message when a task failed).
+ Called from a task running on this worker's lane: DAGRT_STATUS_WRONG_THREAD (the wait
+ could need the lane the task holds).
  */
 enum dagrt_status dagrt_worker_run(struct dagrt_worker_t *worker, dagrt_orch_fn orch_fn, void *ctx);
 

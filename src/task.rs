@@ -24,7 +24,10 @@ pub enum Tag {
     /// Write: becomes the producer of the memory it touches; no lookup (pure overwrite).
     /// A null data pointer asks the runtime to allocate the buffer from the heap ring (dense:
     /// zero strides and offset); the submit writes its address back into the tensor. One with
-    /// a zero extent gets no buffer: its data stays NULL, there and in the executor.
+    /// a zero extent gets no buffer: its data stays NULL, there and in the executor. The
+    /// buffer lives as long as its task's slot: once the task's scope has ended and every
+    /// task depending on it is done, it is reclaimed, and a task submitted after that which
+    /// names it reads released memory (nothing tracks it any more, failed producer or not).
     Output = 1,
     /// Read and write: RaW and WaW edge on the prior producers, then becomes the producer.
     Inout = 2,
@@ -95,7 +98,8 @@ pub fn dtype_size(dtype: u32) -> Option<u64> {
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor {
     /// Base address of the buffer. Null only for an OUTPUT tensor the runtime should allocate;
-    /// on a successful submit the allocated address is written back here.
+    /// on a successful submit the allocated address is written back here (one with a zero
+    /// extent gets no buffer and stays NULL).
     pub data: *mut c_void,
     /// Byte offset of the view's first element from `data`.
     pub offset: u64,

@@ -386,12 +386,19 @@ impl Worker {
     }
 
     pub fn orchestrator(&self) -> Result<&std::sync::Mutex<Orchestrator>> {
-        self.orch.as_ref().ok_or_else(|| {
-            Error::new(
-                Status::WrongState,
-                "the worker is not initialised (call dagrt_worker_init)",
-            )
-        })
+        self.orch.as_ref().ok_or_else(|| self.not_running())
+    }
+
+    /// Why a call that needs the engine finds none: closed, or not initialised yet.
+    pub fn not_running(&self) -> Error {
+        Error::new(
+            Status::WrongState,
+            if self.closed {
+                "the worker is closed"
+            } else {
+                "the worker is not initialised (call dagrt_worker_init)"
+            },
+        )
     }
 
     /// Stop: every run must have closed submission; waits for them to finish, then stops the

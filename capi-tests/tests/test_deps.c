@@ -255,6 +255,11 @@ static void test_handle_checks(void)
     d = h_dep(h2, 5);
     EXPECT_ERROR(h_submit_step(o, &s, 1, NULL, 0, &d, 1, &out), DAGRT_STATUS_INVALID_ARGUMENT, "kind");
     CHECK_EQ_U64(out.slot, 5); /* never written */
+    /* a good kind with a non-zero reserved field: the message names the field */
+    d = h_dep(h2, DAGRT_DEP_KIND_RETAIN);
+    d.reserved = 1;
+    EXPECT_ERROR(h_submit_step(o, &s, 1, NULL, 0, &d, 1, &out), DAGRT_STATUS_INVALID_ARGUMENT,
+                 "reserved field");
     /* none of the rejected submits left a slot behind */
     rs = h_run_stats(w, run2);
     CHECK_EQ_I64(rs.live_slots, 1);

@@ -3,6 +3,8 @@
  * A task that calls back into its own worker gets an error, never a hang:
  *  - dagrt_wait_run on its own run -> WRONG_THREAD (the run cannot end while the task waits
  *    for it); a timed wait on it (timeout 0) and dagrt_run_done answer "not done";
+ *  - dagrt_worker_run on its own worker -> WRONG_THREAD (its run would be waited for while
+ *    the task holds a lane), the orchestration callback never called;
  *  - dagrt_worker_close and dagrt_worker_free from the task -> WRONG_THREAD: nothing is torn
  *    down or freed, the run completes, and the host closes and frees the worker afterwards;
  *    so do dagrt_worker_close_for, adding lanes and init (no exclusive use of the worker
@@ -26,7 +28,8 @@
  * run's wait returned (which orders the task's writes before the reads). */
 struct seen {
     dagrt_worker_t *w;
-    dagrt_status wait, wait_for, done_q, close, close_for, lanes, init;
+    dagrt_status wait, wait_for, done_q, close, close_for, lanes, init, worker_run;
+    int orch_called;
     uint32_t timed_done, done, closed;
     char wait_msg[MSG], close_msg[MSG], free_msg[MSG];
     int ran;
@@ -35,6 +38,13 @@ struct seen {
 static void keep_msg(char *dst)
 {
     snprintf(dst, MSG, "%s", dagrt_last_error());
+}
+
+static int32_t count_call(dagrt_orch_t *o, void *ctx)
+{
+    (void)o;
+    ((struct seen *)ctx)->orch_called++;
+    return 0;
 }
 
 static int32_t reenter(const dagrt_task_view *t, void *user)
@@ -47,6 +57,7 @@ static int32_t reenter(const dagrt_task_view *t, void *user)
     keep_msg(s->wait_msg);
     s->wait_for = dagrt_wait_run_for(s->w, t->run_id, 0, &s->timed_done);
     s->done_q = dagrt_run_done(s->w, t->run_id, &s->done);
+    s->worker_run = dagrt_worker_run(s->w, count_call, s);
     s->close = dagrt_worker_close(s->w);
     keep_msg(s->close_msg);
     s->close_for = dagrt_worker_close_for(s->w, 0, &s->closed);
@@ -104,6 +115,10 @@ static void test_own_worker_refused(void)
     CHECK_EQ_U64(s.timed_done, 0);
     CHECK(s.done_q == DAGRT_STATUS_OK);
     CHECK_EQ_U64(s.done, 0);
+    /* a whole run of its own worker, waited for while the task holds its lane */
+    CHECKF(s.worker_run == DAGRT_STATUS_WRONG_THREAD, "dagrt_worker_run from its task: %s",
+           dagrt_status_str(s.worker_run));
+    CHECK_EQ_U64(s.orch_called, 0);
     CHECKF(s.close == DAGRT_STATUS_WRONG_THREAD, "dagrt_worker_close from its task: %s (%s)",
            dagrt_status_str(s.close), s.close_msg);
     CHECKF(h_contains(s.close_msg, "dagrt_worker_close"), "message: %s", s.close_msg);

@@ -58,6 +58,8 @@ static void test_wrong_state(void)
         CHECK_EQ_U64(done, 5);
     }
     SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, &h);
+    /* the builder waiting without bound on the run it has not closed: refused, not a hang */
+    EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_WRONG_STATE, "still open");
     EXPECT_OK(dagrt_close_run_submission(o, run));
     EXPECT_ERROR(dagrt_close_run_submission(o, run), DAGRT_STATUS_WRONG_STATE, NULL);
     EXPECT_OK(h_wait(w, run));
@@ -179,19 +181,35 @@ typedef struct {
     int fail_task;
     int rc;
     int provoke_error;
+    /* the callback acting on its own run: 1 fails it (dagrt_fail_run_submission), 2 tries
+     * to close it, 3 waits for it without bound; `self_st` is what that call returned */
+    int on_own_run;
+    dagrt_worker_t *w;
+    dagrt_status self_st;
+    char self_msg[256];
 } build_ctx;
 
 static int32_t build_chain(dagrt_orch_t *o, void *ctx)
 {
     build_ctx *c = (build_ctx *)ctx;
     dagrt_tensor t = h_tensor(c->x, 4, DAGRT_DTYPE_U64, DAGRT_TAG_INOUT);
+    dagrt_task_handle h = {0, 0};
     for (int i = 0; i < 3; i++) {
         h_step s = h_step_id(10 + (uint64_t)i);
         s.op = H_OP_APPEND;
         s.operand = (uint64_t)i + 1;
         s.fail = (c->fail_task && i == 1) ? 1 : 0;
-        if (h_submit_step(o, &s, i % 2, &t, 1, NULL, 0, NULL) != DAGRT_STATUS_OK)
+        if (h_submit_step(o, &s, i % 2, &t, 1, NULL, 0, &h) != DAGRT_STATUS_OK)
             return 1;
+    }
+    if (c->on_own_run) {
+        if (c->on_own_run == 1)
+            c->self_st = dagrt_fail_run_submission(o, h.run_id, "the callback gave up");
+        else if (c->on_own_run == 2)
+            c->self_st = dagrt_close_run_submission(o, h.run_id);
+        else
+            c->self_st = dagrt_wait_run(c->w, h.run_id);
+        snprintf(c->self_msg, sizeof c->self_msg, "%s", dagrt_last_error());
     }
     if (c->provoke_error) {
         h_step s = h_step_id(19);
@@ -275,6 +293,48 @@ static void test_orchestration_failure(void)
     EXPECT_ERROR(dagrt_worker_run(w, build_chain, &c), DAGRT_STATUS_ORCHESTRATION_FAILED, "-3");
     CHECK_EQ_U64(h_stats(w).runs, 0);
 
+    /* the callback fails its own run: the call reports that failure, whatever it returned
+     * (0 here, 5 through worker_run) */
+    memset(&c, 0, sizeof c);
+    c.on_own_run = 1;
+    EXPECT_ERROR(dagrt_worker_submit(w, build_chain, &c, &run), DAGRT_STATUS_ORCHESTRATION_FAILED,
+                 "the callback gave up");
+    CHECK(c.self_st == DAGRT_STATUS_OK);
+    EXPECT_ERROR(h_wait(w, run), DAGRT_STATUS_ORCHESTRATION_FAILED, "the callback gave up");
+    EXPECT_OK(dagrt_release_run(w, run));
+    memset(&c, 0, sizeof c);
+    c.on_own_run = 1;
+    c.rc = 5;
+    EXPECT_ERROR(dagrt_worker_run(w, build_chain, &c), DAGRT_STATUS_ORCHESTRATION_FAILED,
+                 "the callback gave up");
+    CHECK_EQ_U64(h_stats(w).runs, 0);
+
+    /* closing its own run, or waiting for it without bound, is refused inside the callback;
+     * the call then closes the run as usual (or fails it, for a non-zero return) */
+    memset(&c, 0, sizeof c);
+    h_reset_records();
+    c.on_own_run = 2;
+    EXPECT_OK(dagrt_worker_submit(w, build_chain, &c, &run));
+    CHECKF(c.self_st == DAGRT_STATUS_WRONG_STATE && h_contains(c.self_msg, "callback"),
+           "close inside the callback: %s \"%s\"", dagrt_status_str((int32_t)c.self_st),
+           c.self_msg);
+    EXPECT_OK(h_wait(w, run));
+    EXPECT_OK(dagrt_release_run(w, run));
+    CHECK(c.x[0] == 123);
+    memset(&c, 0, sizeof c);
+    c.on_own_run = 2;
+    c.rc = 4;
+    EXPECT_ERROR(dagrt_worker_run(w, build_chain, &c), DAGRT_STATUS_ORCHESTRATION_FAILED,
+                 "returned 4");
+    memset(&c, 0, sizeof c);
+    c.on_own_run = 3;
+    c.w = w;
+    EXPECT_OK(dagrt_worker_run(w, build_chain, &c));
+    CHECKF(c.self_st == DAGRT_STATUS_WRONG_STATE && h_contains(c.self_msg, "still open"),
+           "an unbounded wait inside the callback: %s \"%s\"",
+           dagrt_status_str((int32_t)c.self_st), c.self_msg);
+    CHECK_EQ_U64(h_stats(w).runs, 0);
+
     /* the worker is still usable */
     memset(&c, 0, sizeof c);
     h_reset_records();
@@ -292,6 +352,11 @@ static void test_orchestration_failure(void)
                    h_contains(dagrt_last_error(), "the host gave up"),
                "after fail_run_submission: %s \"%s\"", dagrt_status_str((int32_t)st),
                dagrt_last_error());
+        EXPECT_OK(dagrt_release_run(w, run));
+        /* a message that is not UTF-8 still fails the run (shown with U+FFFD) */
+        REQUIRE_OK(dagrt_begin_run(o, &run));
+        EXPECT_OK(dagrt_fail_run_submission(o, run, "bad \xff byte"));
+        EXPECT_ERROR(h_wait(w, run), DAGRT_STATUS_ORCHESTRATION_FAILED, "bad \xef\xbf\xbd byte");
         EXPECT_OK(dagrt_release_run(w, run));
         /* a task failed first: the submission's failure is still the run's result */
         {
@@ -576,9 +641,10 @@ static void test_worker_close(void)
     pthread_join(opener.th, NULL);
     EXPECT_OK(dagrt_worker_close(w)); /* idempotent */
     /* a closed worker starts no new run */
-    EXPECT_STATUS(dagrt_begin_run(o, &r2), DAGRT_STATUS_WRONG_STATE);
+    EXPECT_ERROR(dagrt_begin_run(o, &r2), DAGRT_STATUS_WRONG_STATE, "the worker is closed");
     CHECK_EQ_U64(r2, 4);
-    EXPECT_STATUS(dagrt_worker_stats(w, &st), DAGRT_STATUS_WRONG_STATE);
+    EXPECT_ERROR(dagrt_worker_stats(w, &st), DAGRT_STATUS_WRONG_STATE, "the worker is closed");
+    EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_WRONG_STATE, "the worker is closed");
     dagrt_worker_free(w);
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);

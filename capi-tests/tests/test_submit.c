@@ -712,6 +712,15 @@ static void test_zero_size_auto_output_stays_null(void)
     h_close_worker(w);
 }
 
+static atomic_int latin1_status;
+
+static int32_t latin1_fail_exec(const dagrt_task_view *t, void *u)
+{
+    (void)u;
+    atomic_store(&latin1_status, dagrt_task_fail(t, "errno text \xe9t\xe9"));
+    return 0;
+}
+
 static void test_task_fail_reaches_wait(void)
 {
     dagrt_worker_t *w;
@@ -750,6 +759,21 @@ static void test_task_fail_reaches_wait(void)
         SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
         EXPECT_OK(dagrt_close_run_submission(o, run));
         EXPECT_ERROR(h_wait(w, run), DAGRT_STATUS_TASK_FAILED, "step 3 failed on purpose");
+        EXPECT_OK(dagrt_release_run(w, run));
+    }
+    /* a message that is not UTF-8 (a Latin-1 strerror text): the task fails all the same,
+     * the bytes that are no UTF-8 shown as U+FFFD */
+    {
+        dagrt_callable c;
+        dagrt_task_args a = h_args(NULL, 0, NULL, 0, NULL, 0);
+        latin1_status = DAGRT_STATUS_SYSTEM;
+        REQUIRE_OK(dagrt_register_callable("submit.latin1_fail", 0, DAGRT_CALLABLE_KIND_TASK,
+                                           latin1_fail_exec, NULL, &c));
+        REQUIRE_OK(dagrt_begin_run(o, &run));
+        EXPECT_OK(dagrt_submit_next_level(o, &c, &a, NULL, 0, NULL));
+        EXPECT_OK(dagrt_close_run_submission(o, run));
+        EXPECT_ERROR(h_wait(w, run), DAGRT_STATUS_TASK_FAILED, "errno text \xef\xbf\xbdt");
+        CHECK(atomic_load(&latin1_status) == DAGRT_STATUS_OK);
         EXPECT_OK(dagrt_release_run(w, run));
     }
     CHECK_RAN_ONCE(1);

@@ -44,7 +44,8 @@ pub extern "C" fn dagrt_register_callable(
 /// From inside an executor: fail the current task with `msg` (copied). The task fails even
 /// if the executor then returns 0. Call only on the `task` passed to the running executor,
 /// while it runs: from its own thread or from threads it runs and waits for (an OpenMP region
-/// inside the kernel), also at the same time. The first message given is the task's.
+/// inside the kernel), also at the same time. The first message given is the task's. `msg`
+/// may hold any bytes: invalid UTF-8 is replaced with U+FFFD, never refused.
 #[no_mangle]
 pub extern "C" fn dagrt_task_fail(
     task: *const TaskView,
@@ -52,7 +53,7 @@ pub extern "C" fn dagrt_task_fail(
 ) -> crate::error::Status {
     boundary(|| {
         let task = super::need(task, "task")?;
-        let msg = need_str(msg, "msg")?;
+        let msg = super::need_text(msg, "msg")?;
         if task.private_.is_null() {
             return Err(Error::new(
                 Status::InvalidArgument,
@@ -62,7 +63,7 @@ pub extern "C" fn dagrt_task_fail(
         // SAFETY: private_ points at the lane's FailSlot for the duration of the executor call.
         let slot = unsafe { &*(task.private_ as *const FailSlot) };
         let mut m = slot.msg.lock().unwrap_or_else(|p| p.into_inner());
-        m.get_or_insert_with(|| msg.to_owned());
+        m.get_or_insert(msg);
         Ok(())
     })
 }

@@ -111,6 +111,27 @@ pub(crate) fn need_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
     })
 }
 
+/// A required NUL-terminated message: any bytes (a C host's strerror text need not be
+/// UTF-8); invalid sequences become U+FFFD rather than refusing the message.
+pub(crate) fn need_text(p: *const c_char, name: &str) -> Result<String> {
+    if p.is_null() {
+        return Err(Error::new(Status::NullPointer, format!("{name} is NULL")));
+    }
+    // SAFETY: non-null C strings are NUL-terminated by the API contract.
+    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// A required NUL-terminated file path: any bytes but NUL, as the file system takes them.
+pub(crate) fn need_path(p: *const c_char, name: &str) -> Result<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if p.is_null() {
+        return Err(Error::new(Status::NullPointer, format!("{name} is NULL")));
+    }
+    // SAFETY: non-null C strings are NUL-terminated by the API contract.
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    Ok(std::ffi::OsStr::from_bytes(bytes).into())
+}
+
 /// The message of the last failed dagrt call on this thread ("" if none). The pointer stays
 /// valid until the next failing dagrt call on the same thread; do not free it.
 /// Thread-safe: each thread has its own last error.

@@ -69,13 +69,30 @@ pub extern "C" fn dagrt_begin_run(orch: *mut dagrt_orch_t, out_run: *mut RunId) 
 
 /// Close the run's submission: ends its outer scope and lets its fence resolve. Nested
 /// scopes must have been ended (else DAGRT_STATUS_SCOPE_UNBALANCED, the run stays open).
+/// Inside `dagrt_worker_submit`'s callback: DAGRT_STATUS_WRONG_STATE (the call closes the
+/// run when the callback returns, or fails it if the callback returns non-zero).
 #[no_mangle]
 pub extern "C" fn dagrt_close_run_submission(orch: *mut dagrt_orch_t, run: RunId) -> Status {
-    boundary(|| with_orch(orch, |o| o.close_run_submission(run)))
+    boundary(|| {
+        let in_callback = super::worker::in_callback_of(need(orch, "orch")?.worker);
+        with_orch(orch, |o| {
+            if in_callback && o.current_run() == Some(run) {
+                return Err(Error::new(
+                    Status::WrongState,
+                    "called from inside this worker's orchestration callback: its run is \
+                     closed when the callback returns (return non-zero, or call \
+                     dagrt_fail_run_submission, to fail it)",
+                ));
+            }
+            o.close_run_submission(run)
+        })
+    })
 }
 
-/// Fail the run's submission with `msg` (NULL: a generic message): the run will end with this
-/// failure, and submission is closed (open nested scopes are ended).
+/// Fail the run's submission with `msg` (NULL: a generic message; invalid UTF-8 is replaced
+/// with U+FFFD): the run will end with this failure, and submission is closed (open nested
+/// scopes are ended). Allowed inside `dagrt_worker_submit`'s callback, which then returns
+/// DAGRT_STATUS_ORCHESTRATION_FAILED with this message.
 #[no_mangle]
 pub extern "C" fn dagrt_fail_run_submission(
     orch: *mut dagrt_orch_t,
@@ -86,7 +103,7 @@ pub extern "C" fn dagrt_fail_run_submission(
         let m = if msg.is_null() {
             "run submission failed".to_owned()
         } else {
-            super::need_str(msg, "msg")?.to_owned()
+            super::need_text(msg, "msg")?
         };
         with_orch(orch, |o| o.fail_run_submission(run, &m))
     })

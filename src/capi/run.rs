@@ -23,11 +23,8 @@ pub struct RunStats {
 }
 
 fn engine(w: *const super::worker::dagrt_worker_t) -> Result<Arc<Engine>> {
-    worker_ref(w)?
-        .worker
-        .engine()
-        .cloned()
-        .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))
+    let w = &worker_ref(w)?.worker;
+    w.engine().cloned().ok_or_else(|| w.not_running())
 }
 
 fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
@@ -58,6 +55,20 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
             ),
         );
     }
+    // Only the builder can close its run, and the fence cannot resolve before the close.
+    if timeout.is_none()
+        && !r.is_closed()
+        && e.builder.load(std::sync::atomic::Ordering::Acquire)
+            == crate::orchestrator::thread_token()
+    {
+        return err(
+            Status::WrongState,
+            format!(
+                "run {id} is still open for submission on this thread, so it cannot end while \
+                 this thread waits: close it first (dagrt_close_run_submission)"
+            ),
+        );
+    }
     if !r.wait(timeout) {
         return Ok(false);
     }
@@ -74,7 +85,8 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
 /// failed) if any task failed. Repeatable: every wait
 /// reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
 /// (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
-/// be asked there).
+/// be asked there). Called by the thread building the run before it closed its submission:
+/// DAGRT_STATUS_WRONG_STATE (the run cannot end before that close).
 #[no_mangle]
 pub extern "C" fn dagrt_wait_run(
     worker: *const super::worker::dagrt_worker_t,

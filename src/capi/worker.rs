@@ -55,9 +55,7 @@ pub struct WorkerStats {
 
 /// The engine of an initialised worker.
 fn engine_of(w: &dagrt_worker_t) -> Result<&std::sync::Arc<crate::worker::Engine>> {
-    w.worker
-        .engine()
-        .ok_or_else(|| Error::new(Status::WrongState, "the worker is not initialised"))
+    w.worker.engine().ok_or_else(|| w.worker.not_running())
 }
 
 /// Every call that may overlap another on the same worker takes it shared: run queries and
@@ -85,11 +83,16 @@ thread_local! {
     static IN_CALLBACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+/// Whether this thread is inside `w`'s orchestration callback.
+pub(super) fn in_callback_of(w: *const dagrt_worker_t) -> bool {
+    !w.is_null() && IN_CALLBACK.with(|c| c.get()) == w as usize
+}
+
 /// A worker must not be reconfigured, closed or freed from inside its own orchestration
 /// callback: the call that runs the callback goes on using it when the callback returns.
 /// Nor from inside the log hook, which init and close call on the host thread midway.
 fn not_in_callback(w: *const dagrt_worker_t) -> Result<()> {
-    if !w.is_null() && IN_CALLBACK.with(|c| c.get()) == w as usize {
+    if in_callback_of(w) {
         return err(
             Status::WrongState,
             "called from inside this worker's orchestration callback, which goes on using \
@@ -269,8 +272,10 @@ pub extern "C" fn dagrt_worker_orch(
 /// submission (ending any nested scope the callback left open) and write the run id. If the
 /// callback returns non-zero, the run's submission fails with the callback's message (the
 /// last dagrt error the callback saw, if any); the run id is still written, and the status is
-/// DAGRT_STATUS_ORCHESTRATION_FAILED. Wait for the run with `dagrt_wait_run`; release it
-/// with `dagrt_release_run`.
+/// DAGRT_STATUS_ORCHESTRATION_FAILED. The callback may fail its run itself with
+/// `dagrt_fail_run_submission` (the status is then ORCHESTRATION_FAILED with that message,
+/// whatever the callback returns); closing it there is refused. Wait for the run with
+/// `dagrt_wait_run`; release it with `dagrt_release_run`.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_submit(
     worker: *mut dagrt_worker_t,
@@ -299,6 +304,18 @@ fn submit(
     let rc = unsafe { f(&w.orch as *const dagrt_orch_t as *mut dagrt_orch_t, ctx) };
     IN_CALLBACK.with(|c| c.set(outer));
     *out_run = run;
+    // The callback may have failed its run itself (dagrt_fail_run_submission; closing it is
+    // refused): the run's own message is the answer, whatever the callback returned.
+    if super::orch::with_orch(&w.orch, |o| Ok(o.current_run()))? != Some(run) {
+        let failure = engine_of(w)?.runs.get(run).map(|r| r.result());
+        return match failure {
+            Some(Err((m, _))) => err(Status::OrchestrationFailed, m.to_string()),
+            _ => err(
+                Status::OrchestrationFailed,
+                format!("run {run} was closed inside its orchestration callback"),
+            ),
+        };
+    }
     if rc != 0 {
         let seen = if error_count() > errors_before {
             last_error_string()
@@ -321,6 +338,8 @@ fn submit(
 
 /// `dagrt_worker_submit`, then wait for the run and release it. Returns the run's terminal
 /// status (DAGRT_STATUS_TASK_FAILED with the first failure message when a task failed).
+/// Called from a task running on this worker's lane: DAGRT_STATUS_WRONG_THREAD (the wait
+/// could need the lane the task holds).
 #[no_mangle]
 pub extern "C" fn dagrt_worker_run(
     worker: *mut dagrt_worker_t,
@@ -330,6 +349,14 @@ pub extern "C" fn dagrt_worker_run(
     boundary(|| {
         let w = worker_ref(worker)?;
         let f = orch_fn.ok_or_else(|| Error::new(Status::NullPointer, "orch_fn is NULL"))?;
+        if engine_of(w).is_ok_and(|e| crate::lane::running_on(e).is_some()) {
+            return err(
+                Status::WrongThread,
+                "dagrt_worker_run from a task running on this worker's lane: the run would be \
+                 waited for while the task holds a lane it may need (use dagrt_worker_submit \
+                 and dagrt_wait_run_for, or another worker)",
+            );
+        }
         let mut run = 0;
         let r = submit(w, f, ctx, &mut run);
         if run == 0 {
@@ -390,10 +417,10 @@ pub extern "C" fn dagrt_worker_trace_start(
     path: *const std::ffi::c_char,
 ) -> Status {
     boundary(|| {
-        let p = super::need_str(path, "path")?;
+        let p = super::need_path(path, "path")?;
         let w = worker_ref(worker)?;
         let e = engine_of(w)?;
-        e.trace.start(p.into()).map_err(|x| {
+        e.trace.start(p).map_err(|x| {
             let status = match x {
                 crate::trace::StartError::Recording(_) => Status::WrongState,
                 crate::trace::StartError::Create(..) => Status::System,
@@ -435,7 +462,7 @@ pub extern "C" fn dagrt_worker_write_dot(
     path: *const std::ffi::c_char,
 ) -> Status {
     boundary(|| {
-        let p = super::need_str(path, "path")?;
+        let p = super::need_path(path, "path")?;
         let w = worker_ref(worker)?;
         let e = engine_of(w)?;
         if e.trace.node_count(run) == 0 {
@@ -444,7 +471,7 @@ pub extern "C" fn dagrt_worker_write_dot(
                 format!("no graph was recorded for run {run} (start a trace before building it)"),
             );
         }
-        std::fs::write(p, e.trace.dot(run))
-            .map_err(|x| Error::new(Status::System, format!("writing {p}: {x}")))
+        std::fs::write(&p, e.trace.dot(run))
+            .map_err(|x| Error::new(Status::System, format!("writing {}: {x}", p.display())))
     })
 }

@@ -132,13 +132,19 @@ impl Orchestrator {
             for i in 0..m.num_deps as usize {
                 // SAFETY: non-null with num_deps elements.
                 let dep = unsafe { &*m.deps.add(i) };
-                if dep.kind > DepKind::Wait as u32 || dep.reserved != 0 {
+                if dep.kind > DepKind::Wait as u32 {
                     return err(
                         Status::InvalidArgument,
                         format!(
                             "member {mi}, dep {i}: kind {} is not a dagrt_dep_kind",
                             dep.kind
                         ),
+                    );
+                }
+                if dep.reserved != 0 {
+                    return err(
+                        Status::InvalidArgument,
+                        format!("member {mi}, dep {i}: reserved field must be zero"),
                     );
                 }
                 self.check_handle(&dep.handle, run).map_err(|x| {

@@ -82,7 +82,8 @@ impl Fz {
                 "NULL".into(),
                 "run submission failed".into(),
             ),
-            20..=26 => (bad.as_ptr().cast(), "\"x\\xff\"".into(), String::new()),
+            // not UTF-8: taken all the same, the byte shown as U+FFFD
+            20..=26 => (bad.as_ptr().cast(), "\"x\\xff\"".into(), "x\u{fffd}".into()),
             _ => (
                 text.as_ptr().cast(),
                 format!("{:?}", text.trim_end_matches('\0')),
@@ -90,9 +91,6 @@ impl Fz {
             ),
         };
         let mut exp = Self::state_statuses(oc.st);
-        if (20..=26).contains(&r) {
-            exp.push(Status::InvalidArgument);
-        }
         if let OState::Ready(_) = oc.st {
             if let Some(s) = idst {
                 exp.push(s);
