@@ -647,7 +647,8 @@ enum dagrt_status dagrt_task_fail(const struct dagrt_task_view *task, const char
 
 /*
  Begin a run on this thread: opens its outer scope; this thread becomes its builder.
- DAGRT_STATUS_WRONG_STATE if this thread's run is still open or the worker is closing;
+ DAGRT_STATUS_WRONG_STATE if this thread's run is still open, the worker is closing, or
+ this is the worker's orchestration callback (its run is the callback's to build);
  DAGRT_STATUS_WRONG_THREAD if another thread is building a run.
  */
 enum dagrt_status dagrt_begin_run(struct dagrt_orch_t *orch, dagrt_run_id *out_run);

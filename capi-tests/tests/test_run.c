@@ -181,11 +181,12 @@ typedef struct {
     int fail_task;
     int rc;
     int provoke_error;
-    /* the callback acting on its own run: 1 fails it (dagrt_fail_run_submission), 2 tries
-     * to close it, 3 waits for it without bound; `self_st` is what that call returned */
+    /* the callback acting on its own run: 1 fails it (dagrt_fail_run_submission), then tries
+     * to begin another (`begin_st`); 2 tries to close it; 3 waits for it without bound;
+     * `self_st` is what that call returned */
     int on_own_run;
     dagrt_worker_t *w;
-    dagrt_status self_st;
+    dagrt_status self_st, begin_st;
     char self_msg[256];
 } build_ctx;
 
@@ -203,8 +204,12 @@ static int32_t build_chain(dagrt_orch_t *o, void *ctx)
             return 1;
     }
     if (c->on_own_run) {
-        if (c->on_own_run == 1)
+        if (c->on_own_run == 1) {
+            dagrt_run_id again = 99;
             c->self_st = dagrt_fail_run_submission(o, h.run_id, "the callback gave up");
+            /* with its run failed (closed), the callback may not begin another */
+            c->begin_st = dagrt_begin_run(o, &again);
+        }
         else if (c->on_own_run == 2)
             c->self_st = dagrt_close_run_submission(o, h.run_id);
         else
@@ -300,6 +305,7 @@ static void test_orchestration_failure(void)
     EXPECT_ERROR(dagrt_worker_submit(w, build_chain, &c, &run), DAGRT_STATUS_ORCHESTRATION_FAILED,
                  "the callback gave up");
     CHECK(c.self_st == DAGRT_STATUS_OK);
+    CHECK(c.begin_st == DAGRT_STATUS_WRONG_STATE);
     EXPECT_ERROR(h_wait(w, run), DAGRT_STATUS_ORCHESTRATION_FAILED, "the callback gave up");
     EXPECT_OK(dagrt_release_run(w, run));
     memset(&c, 0, sizeof c);

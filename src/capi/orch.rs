@@ -56,12 +56,20 @@ fn write_handle(out: *mut TaskHandle, h: TaskHandle) {
 }
 
 /// Begin a run on this thread: opens its outer scope; this thread becomes its builder.
-/// DAGRT_STATUS_WRONG_STATE if this thread's run is still open or the worker is closing;
+/// DAGRT_STATUS_WRONG_STATE if this thread's run is still open, the worker is closing, or
+/// this is the worker's orchestration callback (its run is the callback's to build);
 /// DAGRT_STATUS_WRONG_THREAD if another thread is building a run.
 #[no_mangle]
 pub extern "C" fn dagrt_begin_run(orch: *mut dagrt_orch_t, out_run: *mut RunId) -> Status {
     boundary(|| {
         let out = need_mut(out_run, "out_run")?;
+        if super::worker::in_callback_of(need(orch, "orch")?.worker) {
+            return Err(Error::new(
+                Status::WrongState,
+                "called from inside this worker's orchestration callback, which builds the \
+                 run dagrt_worker_submit began (even after failing it)",
+            ));
+        }
         *out = with_orch(orch, |o| o.begin_run())?;
         Ok(())
     })
