@@ -321,7 +321,8 @@ typedef struct dagrt_tensor {
    */
   uint32_t dtype;
   /*
-   Dependency tag: a `dagrt_tag` value.
+   Dependency tag: a `dagrt_tag` value. Read at submit only (in an executor's view it is
+   DAGRT_TAG_NO_DEP).
    */
   uint32_t tag;
   /*
@@ -387,6 +388,10 @@ typedef struct dagrt_call_config {
  executor call only.
  */
 typedef struct dagrt_task_view {
+  /*
+   The task's tensors as submitted (auto-allocated addresses filled in), except their
+   tags: consumed at submit, they read DAGRT_TAG_NO_DEP here.
+   */
   const struct dagrt_tensor *tensors;
   uint32_t num_tensors;
   uint32_t num_scalars;

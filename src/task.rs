@@ -107,7 +107,8 @@ pub struct Tensor {
     pub ndim: u32,
     /// Element type: a `dagrt_dtype` value.
     pub dtype: u32,
-    /// Dependency tag: a `dagrt_tag` value.
+    /// Dependency tag: a `dagrt_tag` value. Read at submit only (in an executor's view it is
+    /// DAGRT_TAG_NO_DEP).
     pub tag: u32,
     /// Must be zero.
     pub reserved: u32,
@@ -219,6 +220,8 @@ impl TaskArgs {
 #[repr(C)]
 #[derive(Debug)]
 pub struct TaskView {
+    /// The task's tensors as submitted (auto-allocated addresses filled in), except their
+    /// tags: consumed at submit, they read DAGRT_TAG_NO_DEP here.
     pub tensors: *const Tensor,
     pub num_tensors: u32,
     pub num_scalars: u32,

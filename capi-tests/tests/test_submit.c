@@ -614,6 +614,11 @@ static void test_executor_sees_args(void)
     CHECK_EQ_U64(seen[0].tensors[0].shape[1], 3);
     CHECK_EQ_U64(seen[0].tensors[0].dtype, DAGRT_DTYPE_U64);
     CHECK(seen[0].tensors[1].data == (void *)out0);
+    /* tags are consumed at submit (Orchestrator seed, invariant 2): the executor's view reads
+     * NO_DEP; the host's own array keeps its tags */
+    CHECK_EQ_U64(seen[0].tensors[0].tag, DAGRT_TAG_NO_DEP);
+    CHECK_EQ_U64(seen[0].tensors[1].tag, DAGRT_TAG_NO_DEP);
+    CHECK_EQ_U64(t0[0].tag, DAGRT_TAG_INPUT);
     CHECK_EQ_U64(seen[0].tensors[1].offset, 8);
     CHECK_EQ_U64(seen[0].tensors[1].strides[1], 1);
     CHECK_EQ_U64(seen[0].scalars[1], 0xdeadbeefcafef00dull);

@@ -11,6 +11,8 @@
  *  - INOUT chain is serial (values prove the order);
  *  - WaR is not tracked: an OUTPUT writer after a blocked reader runs meanwhile;
  *  - OUTPUT after OUTPUT adds no edge, and later readers depend on the latest writer only;
+ *    also after a partial overwrite by a strided view or a sub-tile, for a reader of only the
+ *    overwritten part (no wait for the older writer, no poisoning by its failure);
  *  - OUTPUT_EXISTING behaves like OUTPUT (no lookup, becomes the producer);
  *  - NO_DEP neither looks up nor inserts;
  *  - repeated producers (two tensors + add_dep + add_dep_wait on one producer) collapse:
@@ -128,6 +130,64 @@ static void output_after_output(uint32_t tag)
 static void test_output_after_output_no_edge(void)
 {
     output_after_output(DAGRT_TAG_OUTPUT);
+}
+
+/* A partial overwrite by a view that is not dense leaves the older writer's entry whole (it
+ * still produces the bytes the new one left), but a reader all of whose bytes the newer
+ * writer wrote depends on that writer only (seed §7, WaW: "new consumers depend only on the
+ * latest"): it neither waits for the older writer nor is poisoned by its failure. w1 writes
+ * the whole view `t1`; w2 overwrites part of it (`t2`: every other element, or a sub-tile);
+ * r reads exactly that part. Blocked: w1 waits until r has started. Failing: w1 fails
+ * slowly, and r still runs and reads w2's values. */
+static void partial_overwrite(dagrt_tensor t1, dagrt_tensor t2, dagrt_tensor tr, double want,
+                              int failing)
+{
+    dagrt_run_id run;
+    h_step w1 = h_step_id(40), w2 = h_op_step(41, H_OP_FILL, 5), r = h_op_step(42, H_OP_READ, 0);
+    if (failing) {
+        w1.sleep_us = 30000;
+        w1.fail = 1;
+    } else {
+        w1.wait_gate = 1;
+        r.open_at_start = 1;
+    }
+    REQUIRE(setup());
+    REQUIRE_OK(dagrt_begin_run(O, &run));
+    h_submit_one_per_lane(O, 3, (h_step_tensor[]){{&w1, &t1}, {&w2, &t2}, {&r, &tr}});
+    if (failing)
+        EXPECT_ERROR(h_finish_run(W, O, run), DAGRT_STATUS_TASK_FAILED, "step 40");
+    else
+        EXPECT_OK(h_finish_run(W, O, run));
+    CHECK_RAN_ONCE(41);
+    CHECK_RAN_ONCE(42);
+    CHECK_BEFORE(41, 42);
+    if (!failing)
+        CHECKF(h_start(42) < h_end(40), "the reader should start while the older writer is "
+                                        "blocked: it read only bytes the newer writer wrote");
+    CHECKF(h_read[42] == want, "reader saw %g, expected %g", h_read[42], want);
+    teardown();
+}
+
+static void test_partial_overwrite_shadows_the_older_writer(void)
+{
+    static uint64_t x[N];
+    static double m[16 * 16];
+    uint64_t shape[1] = {N / 2}, strides[1] = {2};
+    dagrt_tensor t1 = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_OUTPUT), t2, tr;
+    REQUIRE_OK(dagrt_tensor_init_strided(&t2, x, 0, DAGRT_DTYPE_U64, 1, shape, strides,
+                                         DAGRT_TAG_OUTPUT));
+    tr = t2;
+    tr.tag = DAGRT_TAG_INPUT;
+    for (int failing = 0; failing < 2; failing++) {
+        h_reset_records();
+        partial_overwrite(t1, t2, tr, 5.0 * N / 2, failing);
+        /* a 4x4 tile of a 16x16 column-major matrix, then its top-left 2x2 sub-tile */
+        h_reset_records();
+        partial_overwrite(h_tile(m, 0, DAGRT_DTYPE_F64, 4, 4, 16, DAGRT_TAG_OUTPUT),
+                          h_tile(m, 0, DAGRT_DTYPE_F64, 2, 2, 16, DAGRT_TAG_OUTPUT),
+                          h_tile(m, 0, DAGRT_DTYPE_F64, 2, 2, 16, DAGRT_TAG_INPUT), 5.0 * 4,
+                          failing);
+    }
 }
 
 static void test_output_existing_like_output(void)
@@ -332,6 +392,7 @@ int main(void)
     RUN_TEST(test_war_not_tracked);
     RUN_TEST(test_output_after_output_no_edge);
     RUN_TEST(test_output_existing_like_output);
+    RUN_TEST(test_partial_overwrite_shadows_the_older_writer);
     RUN_TEST(test_no_dep_ignored);
     RUN_TEST(test_repeated_producer_collapses);
     RUN_TEST(test_waw_via_inout);

@@ -116,15 +116,21 @@ impl Orchestrator {
                     producers.push((p, true))
                 }
             };
-            let tagged = d.tensors.iter().zip(self.footprints.iter());
+            // Tags are consumed here (Orchestrator seed, invariant 2: nothing after submit
+            // sees them): the slot's copies, which the executor's view shows, read NO_DEP.
             if read_after_write {
+                let tagged = d.tensors.iter().zip(self.footprints.iter());
                 reads_first(&mut tm, run.id, sid, tagged, &mut found, &mut d.outputs);
+                for t in d.tensors.iter_mut() {
+                    t.tag = NO_DEP;
+                }
             } else {
                 // No write ahead of a read: each tensor's lookup and insert in one step (an
                 // INOUT's insert replaces only entries its own lookup has just found).
-                for (t, fp) in tagged {
-                    let Some(fp) = fp else { continue };
+                for (t, fp) in d.tensors.iter_mut().zip(self.footprints.iter()) {
                     let tag = tag_of(t);
+                    t.tag = NO_DEP;
+                    let Some(fp) = fp else { continue };
                     match (tag.looks_up(), tag.inserts()) {
                         (true, true) => d
                             .outputs
@@ -402,6 +408,7 @@ const INPUT: u32 = Tag::Input as u32;
 const INOUT: u32 = Tag::Inout as u32;
 const OUTPUT: u32 = Tag::Output as u32;
 const OUTPUT_EXISTING: u32 = Tag::OutputExisting as u32;
+const NO_DEP: u32 = Tag::NoDep as u32;
 
 /// The tag walk of a task that lists a pure write before a read: every lookup before any
 /// insert. Its reads depend on the writers before it, whatever the order of its tensors (and

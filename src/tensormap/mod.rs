@@ -1,7 +1,8 @@
 //! The TensorMap (Orchestrator seed §7): (run, memory) -> current producer slots.
 //!
 //! Keys are the footprints of tensor views, so a lookup finds every live writer whose
-//! footprint overlaps the reader's, whatever data pointer each used. An insert replaces only
+//! footprint overlaps the reader's, whatever data pointer each used, except writers shadowed
+//! by a newer one that covers the whole of the reader's footprint. An insert replaces only
 //! the writers the new footprint fully covers; a writer that is only partly overwritten keeps
 //! its entry. Erase is owner-checked: every entry has a unique key its owner journals, so a
 //! superseded writer that is consumed first never removes a later writer's entry.
@@ -56,9 +57,7 @@ impl Inner {
             return;
         }
         m.overlapping(fp, &mut self.scratch);
-        for &i in &self.scratch {
-            f(m.entries[i as usize].owner);
-        }
+        m.report(fp, &self.scratch, &mut f);
     }
 
     /// `lookup` then `insert` of one footprint (an INOUT tensor), finding the overlapping
@@ -70,11 +69,7 @@ impl Inner {
         owner: SlotId,
         mut f: impl FnMut(SlotId),
     ) -> MapKey {
-        self.insert_with(run, fp, owner, |m, scratch| {
-            for &i in scratch.iter() {
-                f(m.entries[i as usize].owner);
-            }
-        })
+        self.insert_with(run, fp, owner, |m, scratch| m.report(fp, scratch, &mut f))
     }
 
     /// Make `owner` the producer of `fp`, dropping entries it fully covers. Returns the key

@@ -236,8 +236,46 @@ impl RunMap {
         let Some(g) = self.one_granule(fp) else {
             return false;
         };
-        self.each_granule_overlap(g, fp, |idx| f(self.entries[idx as usize].owner));
+        // One overlapping entry (the common case) needs no shadowing test and no list.
+        let (mut first, mut more) = (None, false);
+        self.each_granule_overlap(g, fp, |idx| match first {
+            None => first = Some(idx),
+            Some(_) => more = true,
+        });
+        match (first, more) {
+            (None, _) => {}
+            (Some(idx), false) => f(self.entries[idx as usize].owner),
+            (Some(_), true) => {
+                let mut found: smallvec::SmallVec<[u32; 4]> = smallvec::SmallVec::new();
+                self.each_granule_overlap(g, fp, |idx| found.push(idx));
+                self.report(fp, &found, f);
+            }
+        }
         true
+    }
+
+    /// Call `f` with the owner of each overlapping entry `idxs` a reader of `fp` depends on:
+    /// all but those shadowed by a newer entry covering the whole of `fp`, which wrote every
+    /// byte the reader reads after them (seed §7, WAW: "new consumers depend only on the
+    /// latest"). A partial overwrite leaves the older writer's entry whole, so without this a
+    /// reader of only the new bytes would wait for, and be poisoned by, the older writer.
+    pub(super) fn report(&self, fp: &Footprint, idxs: &[u32], f: &mut impl FnMut(SlotId)) {
+        let floor = if idxs.len() < 2 {
+            0
+        } else {
+            idxs.iter()
+                .map(|&i| &self.entries[i as usize])
+                .filter(|e| self.footprint(e).covers(fp))
+                .map(|e| e.seq)
+                .max()
+                .unwrap_or(0)
+        };
+        for &i in idxs {
+            let e = &self.entries[i as usize];
+            if e.seq >= floor {
+                f(e.owner);
+            }
+        }
     }
 
     /// An insert of a dense footprint within one granule (a small buffer, the common case):

@@ -13,7 +13,7 @@ use dagrt::callable::Callable;
 use dagrt::capi::args as ca;
 use dagrt::capi::orch as co;
 use dagrt::error::Status;
-use dagrt::task::{CallConfig, Dep, TaskArgs, TaskHandle, Tensor};
+use dagrt::task::{CallConfig, Dep, Tag, TaskArgs, TaskHandle, Tensor};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -731,7 +731,20 @@ impl Fz {
                 certain: lv.dl[p],
             })
             .collect();
-        let thash = finals.iter().map(|f| hash_tensors(f)).collect();
+        // The executor's view: the tensors as written back, every tag consumed (NO_DEP).
+        let thash = finals
+            .iter()
+            .map(|f| {
+                let seen: Vec<Tensor> = f
+                    .iter()
+                    .map(|t| Tensor {
+                        tag: Tag::NoDep as u32,
+                        ..*t
+                    })
+                    .collect();
+                hash_tensors(&seen)
+            })
+            .collect();
         let shash = members.iter().map(|mm| hash_u64s(&mm.scalars)).collect();
         self.nodes.push(NodeM {
             run: ri,
