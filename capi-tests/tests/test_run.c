@@ -11,7 +11,8 @@
  *  - dagrt_worker_submit + dagrt_worker_run; an orchestration callback returning non-zero ->
  *    ORCHESTRATION_FAILED (its message kept), and the worker stays usable;
  *  - another thread calling the orchestrator while a run is being built -> WRONG_THREAD,
- *    never UB, and never disturbing the builder's own calls;
+ *    never UB, and never disturbing the builder's own calls; threads racing to run graphs
+ *    on one worker: every loser is told WRONG_THREAD;
  *  - dagrt_worker_close with a run open -> WRONG_STATE; close waits for closed runs; close is
  *    idempotent; a closed worker rejects new runs; free with a run open is clean;
  *  - dagrt_worker_close_for: new runs refused at once; when the budget runs out with a run
@@ -569,6 +570,72 @@ static void *close_on_other_thread(void *arg)
     return NULL;
 }
 
+/* Threads racing to run graphs on one worker: a loser is told WRONG_THREAD (another thread
+ * is building), never WRONG_STATE, which says the caller left its own run open. A begin that
+ * waited for the orchestrator lock while the winner began its run used to get WRONG_STATE
+ * (about 1 loss in 200). */
+typedef struct {
+    dagrt_worker_t *w;
+    atomic_int *stop;
+    long ok, wrong_thread, other;
+    dagrt_status last_other;
+    char other_msg[256];
+} racer;
+
+static int32_t one_step(dagrt_orch_t *o, void *ctx)
+{
+    h_step s = h_step_id(90);
+    (void)ctx;
+    return h_submit_step_sub(o, &s, NULL, 0, NULL, 0, NULL) != DAGRT_STATUS_OK;
+}
+
+static void *race_main(void *arg)
+{
+    racer *r = arg;
+    while (!atomic_load(r->stop)) {
+        dagrt_status st = dagrt_worker_run(r->w, one_step, NULL);
+        if (st == DAGRT_STATUS_OK)
+            r->ok++;
+        else if (st == DAGRT_STATUS_WRONG_THREAD)
+            r->wrong_thread++;
+        else if (r->other++ == 0) {
+            r->last_other = st;
+            snprintf(r->other_msg, sizeof r->other_msg, "%s", dagrt_last_error());
+        }
+    }
+    return NULL;
+}
+
+static void test_racing_builders_get_wrong_thread(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 0, 1);
+    atomic_int stop = 0;
+    racer r[3];
+    pthread_t th[3];
+    long ok = 0, lost = 0;
+    REQUIRE(w != NULL);
+    for (int i = 0; i < 3; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].w = w;
+        r[i].stop = &stop;
+        REQUIRE(pthread_create(&th[i], NULL, race_main, &r[i]) == 0);
+    }
+    h_sleep_us(400000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        ok += r[i].ok;
+        lost += r[i].wrong_thread;
+        CHECKF(r[i].other == 0, "thread %d: %ld calls returned neither OK nor WRONG_THREAD, the "
+               "first %s \"%s\"", i, r[i].other, dagrt_status_str((int32_t)r[i].last_other),
+               r[i].other_msg);
+    }
+    CHECKF(ok > 0, "no run succeeded (%ld lost)", lost);
+    fprintf(stderr, "racing builders: %ld runs, %ld told WRONG_THREAD\n", ok, lost);
+    CHECK_QUIESCENT(w);
+    h_close_worker(w);
+}
+
 static void test_builder_thread_moves_with_run(void)
 {
     int threads_before = h_thread_count();
@@ -821,6 +888,7 @@ int main(void)
     RUN_TEST(test_orchestration_failure);
     RUN_TEST(test_wrong_thread);
     RUN_TEST(test_builder_thread_moves_with_run);
+    RUN_TEST(test_racing_builders_get_wrong_thread);
     RUN_TEST(test_free_with_open_run);
     RUN_TEST(test_worker_close);
     RUN_TEST(test_worker_close_for);

@@ -139,6 +139,18 @@ impl Orchestrator {
     /// Open a run: its fence, its outer scope, this thread as its builder.
     pub fn begin_run(&mut self) -> Result<RunId> {
         if let Some(r) = &self.run {
+            // Another thread's run, begun while this call waited for the orchestrator lock
+            // (the lock-free builder check in front of it saw none yet).
+            if self.owner != thread_token() {
+                return err(
+                    Status::WrongThread,
+                    format!(
+                        "run {} is being built on another thread; the orchestrator is \
+                         single-threaded",
+                        r.id
+                    ),
+                );
+            }
             return err(
                 Status::WrongState,
                 format!("run {} is still open for submission; close it first", r.id),
