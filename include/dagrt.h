@@ -651,7 +651,9 @@ enum dagrt_status dagrt_register_callable(const char *name, uint32_t ns, uint32_
 enum dagrt_status dagrt_task_fail(const struct dagrt_task_view *task, const char *msg);
 
 /*
- Begin a run on this thread: opens its outer scope; this thread becomes its builder.
+ Begin a run on this thread: opens its outer scope; this thread becomes its builder (only
+ it can close the run: a thread that ends with its run open leaves the worker to
+ `dagrt_worker_free`, which abandons the run).
  DAGRT_STATUS_WRONG_STATE if this thread's run is still open, the worker is closing, or
  this is the worker's orchestration callback (its run is the callback's to build);
  DAGRT_STATUS_WRONG_THREAD if another thread is building a run.
@@ -799,6 +801,11 @@ enum dagrt_status dagrt_worker_set_lane_cpus(struct dagrt_worker_t *worker, cons
  than one per core per lane; values already set are kept. setenv is not safe beside a
  concurrent getenv/setenv on another thread: call the first init before starting threads
  that read the environment, or set these variables yourself.
+ fork(): a child has only the forking thread, so a worker initialised before the fork is
+ the parent's: in the child every call on it returns DAGRT_STATUS_WRONG_STATE, and
+ `dagrt_worker_free` releases the handle only. The child may register callables, set the
+ log hook and create workers of its own (dagrt's process-wide locks are taken around a
+ fork, so none is inherited held).
  */
 enum dagrt_status dagrt_worker_init(struct dagrt_worker_t *worker);
 
@@ -828,7 +835,8 @@ enum dagrt_status dagrt_worker_close_for(struct dagrt_worker_t *worker, uint64_t
  `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
  frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
  `dagrt_last_error`; from inside the worker's own orchestration callback or the log hook,
- likewise with DAGRT_STATUS_WRONG_STATE.
+ likewise with DAGRT_STATUS_WRONG_STATE. In a forked child, on a worker initialised before
+ the fork, it releases the handle only: the threads and runs are the parent's.
  */
 void dagrt_worker_free(struct dagrt_worker_t *worker);
 
@@ -875,7 +883,9 @@ enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct
  DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
  created is logged as an error, and the worker runs untraced); with several workers in the
  process, the first one records into that path and the k-th later one into the path with
- `.k` before its extension (`t.json`, `t.1.json`, ...). The worker must be initialised.
+ `.k` before its extension (`t.json`, `t.1.json`, ...); such a file is written when the
+ worker is closed or freed, so a process that exits without freeing its workers leaves it
+ empty. The worker must be initialised.
  Thread-safe, like `dagrt_worker_trace_stop` and `dagrt_worker_write_dot`: tracing calls
  from several threads take turns.
  */

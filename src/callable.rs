@@ -68,7 +68,16 @@ pub enum RegisterError {
 /// leaked, so a lookup's `&'static Entry` outlives the read lock.
 fn registry() -> &'static RwLock<HashMap<[u8; 32], &'static Entry>> {
     static R: OnceLock<RwLock<HashMap<[u8; 32], &'static Entry>>> = OnceLock::new();
-    R.get_or_init(|| RwLock::new(HashMap::new()))
+    R.get_or_init(|| {
+        crate::fork::register_once();
+        RwLock::new(HashMap::new())
+    })
+}
+
+/// The registry's lock, held across a fork (`crate::fork`): a child never inherits it held
+/// by a thread it does not have.
+pub(crate) fn hold_for_fork() -> Box<dyn std::any::Any> {
+    Box::new(registry().write().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// The digest of a callable identity.

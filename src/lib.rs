@@ -11,6 +11,7 @@ pub mod callable;
 pub mod capi;
 pub mod error;
 pub mod event;
+pub mod fork;
 pub mod lane;
 pub mod log;
 pub mod orchestrator;

@@ -31,7 +31,19 @@ struct Hook {
 /// waits out every running call before the previous `user` may be freed.
 fn hook() -> &'static RwLock<Hook> {
     static H: OnceLock<RwLock<Hook>> = OnceLock::new();
-    H.get_or_init(|| RwLock::new(Hook { f: None, user: 0 }))
+    H.get_or_init(|| {
+        crate::fork::register_once();
+        RwLock::new(Hook { f: None, user: 0 })
+    })
+}
+
+/// The hook's lock, held across a fork (`crate::fork`), unless this thread is inside the
+/// hook: it holds the read side already, and the write side would wait for itself.
+pub(crate) fn hold_for_fork() -> Option<Box<dyn std::any::Any>> {
+    if in_hook() {
+        return None;
+    }
+    Some(Box::new(hook().write().unwrap_or_else(|p| p.into_inner())))
 }
 
 fn env_level() -> LogLevel {

@@ -283,7 +283,15 @@ impl RunRef {
 fn live_anywhere() -> &'static Mutex<std::collections::HashSet<RunId>> {
     static S: std::sync::OnceLock<Mutex<std::collections::HashSet<RunId>>> =
         std::sync::OnceLock::new();
-    S.get_or_init(Default::default)
+    S.get_or_init(|| {
+        crate::fork::register_once();
+        Default::default()
+    })
+}
+
+/// The live run ids' lock, held across a fork (`crate::fork`).
+pub(crate) fn hold_for_fork() -> Box<dyn std::any::Any> {
+    Box::new(live_anywhere().lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// Is `id` a registered run of some worker of this process?

@@ -11,7 +11,7 @@ use crate::run::RunRegistry;
 use crate::spsc::Padded;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Worker construction parameters.
@@ -98,44 +98,6 @@ impl Engine {
     }
 }
 
-/// The pthread_atfork landing pad (seed §8c). No dagrt lock is held across a fork point
-/// today; as locks that can be held there appear, `prepare` takes them in the seed's order
-/// (callable registry -> worker manager -> worker thread -> scheduler -> allocator ->
-/// tensormap, coarse to fine) and the parent/child handlers release them in reverse.
-extern "C" fn atfork_prepare() {}
-extern "C" fn atfork_parent() {}
-extern "C" fn atfork_child() {}
-
-/// Environment defaults that keep transitively linked thread pools from starting threads a
-/// forked lane would inherit; user-supplied values win (seed §8c). Also registers the
-/// pthread_atfork landing pad, once per process.
-pub fn fork_hygiene_once() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: registering three no-op handlers with static lifetime.
-        unsafe {
-            libc::pthread_atfork(
-                Some(atfork_prepare),
-                Some(atfork_parent),
-                Some(atfork_child),
-            );
-        }
-        // set_var races a concurrent getenv/setenv in another thread of the process (glibc's
-        // environ is unsynchronized): it runs once, in the first worker init, and the header
-        // says so (hosts that read the environment from other threads set these first).
-        for (k, v) in [
-            ("OMP_NUM_THREADS", "1"),
-            ("OPENBLAS_NUM_THREADS", "1"),
-            ("MKL_NUM_THREADS", "1"),
-            ("BLIS_NUM_THREADS", "1"),
-        ] {
-            if std::env::var_os(k).is_none() {
-                std::env::set_var(k, v);
-            }
-        }
-    });
-}
-
 pub struct Worker {
     cfg: WorkerConfig,
     specs: Vec<LaneKind>,
@@ -148,6 +110,8 @@ pub struct Worker {
     threads: Vec<JoinHandle<()>>,
     /// Closed for good: a worker is configured and initialised once.
     closed: bool,
+    /// The fork generation its threads started in (None before init): see `check_process`.
+    born: Option<u32>,
 }
 
 impl Worker {
@@ -169,6 +133,7 @@ impl Worker {
             orch: None,
             threads: Vec::new(),
             closed: false,
+            born: None,
         })
     }
 
@@ -238,7 +203,8 @@ impl Worker {
         if self.specs.is_empty() {
             return err(Status::WrongState, "init: the worker has no lanes");
         }
-        fork_hygiene_once();
+        crate::fork::hygiene_once();
+        self.born = Some(crate::fork::generation());
         let slots = SlotTable::new(self.cfg.task_window).map_err(|x| {
             Error::new(
                 Status::System,
@@ -386,7 +352,28 @@ impl Worker {
     }
 
     pub fn orchestrator(&self) -> Result<&std::sync::Mutex<Orchestrator>> {
+        self.check_process()?;
         self.orch.as_ref().ok_or_else(|| self.not_running())
+    }
+
+    /// A worker initialised before a fork is refused in the child: its lanes and scheduler
+    /// thread were not copied (fork copies only the calling thread), so a run would never
+    /// end, and its locks may have been held by threads the child does not have.
+    pub fn check_process(&self) -> Result<()> {
+        match self.born {
+            Some(g) if g != crate::fork::generation() => err(
+                Status::WrongState,
+                "the worker was initialised before this process was forked from its parent: \
+                 its threads were not copied, so the child cannot use it (create a new worker \
+                 in the child; dagrt_worker_free there releases nothing)",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether this is a forked child's copy of a worker initialised in an ancestor.
+    pub fn inherited(&self) -> bool {
+        self.check_process().is_err()
     }
 
     /// Why a call that needs the engine finds none: closed, or not initialised yet.
@@ -477,6 +464,14 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        if self.inherited() {
+            // A forked child's copy: the threads and runs are the parent's. Nothing here is
+            // this process's to tear down (joining would wait forever), so it is forgotten.
+            std::mem::forget(std::mem::take(&mut self.threads));
+            std::mem::forget(self.orch.take());
+            std::mem::forget(self.engine.take());
+            return;
+        }
         if let Err(x) = self.refuse_own_task("dropping the worker") {
             // Leave the threads running (they hold the engine) rather than hang.
             crate::log::emit(

@@ -17,9 +17,13 @@
  *  - the pthread_atfork handlers leave dagrt usable across forks: a thread forks repeatedly
  *    while the main thread runs task graphs; every child exits cleanly, every run succeeds
  *    and the worker ends quiescent.
- * Each child touches only memory and leaves with _exit (no dagrt call, no allocation, no
- * stdio: only async-signal-safe work after fork in a threaded process); its exit status
- * says what it found. This file's cases must run in this order: the environment case needs
+ *  - a worker initialised before the fork is refused in the child (WRONG_STATE, never a
+ *    hang), dagrt_worker_free there releases the handle only, and a worker of the child's own
+ *    runs a graph; children forked while another thread registers callables, swaps the log
+ *    hook and runs graphs do the same, never finding a dagrt lock held.
+ * The children of the earlier cases touch only memory and leave with _exit (no dagrt call,
+ * no stdio); those of the last two call dagrt, which the fork handlers make safe. Each exit
+ * status says what the child found. This file's cases must run in this order: the environment case needs
  * the process's first dagrt_worker_init.
  */
 #include "harness.h"
@@ -404,6 +408,185 @@ static void test_forks_while_running(void)
     h_close_worker(w);
 }
 
+/* ---- a forked child and dagrt ---- */
+
+#define CHILD_INHERITED_USABLE 10 /* a call on the inherited worker did not fail as it should */
+#define CHILD_OWN_WORKER_FAILED 11
+
+static int32_t child_task(const dagrt_task_view *t, void *user)
+{
+    (void)t;
+    (*(int *)user)++;
+    return 0;
+}
+
+/* In a child: a worker of its own, with a callable registered there, runs one task. 1 on
+ * success. Raw API calls only: the harness's checks print and count in the parent's way. */
+static int child_runs_own_worker(int k)
+{
+    dagrt_worker_t *w = NULL;
+    dagrt_orch_t *o = NULL;
+    dagrt_callable c;
+    dagrt_run_id run;
+    dagrt_task_args a;
+    char name[64];
+    static int ran;
+    int ok;
+    ran = 0;
+    snprintf(name, sizeof name, "fork.child.%d", k);
+    memset(&a, 0, sizeof a);
+    ok = dagrt_register_callable(name, 0, DAGRT_CALLABLE_KIND_TASK, child_task, &ran, &c) == 0 &&
+         dagrt_worker_new(NULL, &w) == 0 && dagrt_worker_add_sub_lanes(w, 1) == 0 &&
+         dagrt_worker_init(w) == 0 && dagrt_worker_orch(w, &o) == 0 &&
+         dagrt_begin_run(o, &run) == 0 && dagrt_submit_sub(o, &c, &a, NULL) == 0 &&
+         dagrt_close_run_submission(o, run) == 0 && dagrt_wait_run(w, run) == 0 && ran == 1;
+    dagrt_worker_free(w);
+    return ok;
+}
+
+/* Wait up to `ms` for child `pid`; its exit status, or -1 (killed: it hung) / -2 (signal). */
+static int wait_child(pid_t pid, uint64_t ms)
+{
+    uint64_t end = h_now_ms() + ms * h_time_scale();
+    int st = 0;
+    for (;;) {
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        if (got == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+        if (got < 0 && errno != EINTR)
+            return -2;
+        if (h_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        h_sleep_us(2000);
+    }
+}
+
+/* A worker initialised before the fork, with a run in flight (a task blocked on a gate):
+ * in the child every call on it fails with WRONG_STATE instead of hanging (its lanes and
+ * scheduler thread were not copied), dagrt_worker_free releases the handle only, and a
+ * worker of the child's own runs a graph. The parent's run is untouched. */
+static void test_child_refuses_inherited_worker(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step b = h_step_id(1);
+    pid_t pid;
+    int st;
+    if (!can_fork_here())
+        return;
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
+    b.wait_gate = 0;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &b, 0, NULL, 0, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_close_run_submission(o, run));
+    REQUIRE(H_POLL(h_start(1) != 0, 5000));
+    fflush(NULL);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dagrt_worker_stats_t ws;
+        dagrt_run_id r2;
+        uint32_t done;
+        child_no_leak_check();
+        if (dagrt_worker_stats(w, &ws) != DAGRT_STATUS_WRONG_STATE ||
+            !strstr(dagrt_last_error(), "forked") ||
+            dagrt_begin_run(o, &r2) != DAGRT_STATUS_WRONG_STATE ||
+            dagrt_run_done(w, run, &done) != DAGRT_STATUS_WRONG_STATE ||
+            dagrt_wait_run(w, run) != DAGRT_STATUS_WRONG_STATE ||
+            dagrt_worker_close(w) != DAGRT_STATUS_WRONG_STATE)
+            _exit(CHILD_INHERITED_USABLE);
+        dagrt_worker_free(w);
+        _exit(child_runs_own_worker(0) ? CHILD_OK : CHILD_OWN_WORKER_FAILED);
+    }
+    st = wait_child(pid, 10000);
+    CHECKF(st == CHILD_OK, "the child %s",
+           st == -1                       ? "hung (killed after 10 s)"
+           : st == CHILD_INHERITED_USABLE ? "could call the inherited worker"
+           : st == CHILD_OWN_WORKER_FAILED ? "could not run a worker of its own"
+                                           : "died or exited with an unexpected status");
+    h_gate_open(0);
+    EXPECT_OK(h_wait(w, run));
+    EXPECT_OK(dagrt_release_run(w, run));
+    CHECK_RAN_ONCE(1);
+    h_close_worker(w);
+}
+
+/* The process-wide locks (callable registry, log hook, live run ids) are taken around a
+ * fork: a child forked while another thread registers callables, swaps the log hook and
+ * begins and releases runs never inherits one of them held. Each child registers a callable,
+ * sets the hook and runs a worker of its own. (Without the fork handlers about a quarter of
+ * such children hung.) */
+typedef struct {
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    atomic_int stop;
+    int calls;
+} churner;
+
+static void quiet_hook(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    (void)user;
+}
+
+static void *churn_main(void *arg)
+{
+    churner *c = arg;
+    dagrt_callable cb;
+    while (!atomic_load(&c->stop)) {
+        dagrt_run_id run;
+        dagrt_register_callable("fork.churn", 0, DAGRT_CALLABLE_KIND_TASK, child_task, &c->calls,
+                                &cb);
+        dagrt_set_log_hook(quiet_hook, NULL);
+        dagrt_set_log_hook(NULL, NULL);
+        if (dagrt_begin_run(c->o, &run) == DAGRT_STATUS_OK) {
+            dagrt_close_run_submission(c->o, run);
+            dagrt_wait_run(c->w, run);
+            dagrt_release_run(c->w, run);
+        }
+    }
+    return NULL;
+}
+
+static void test_children_of_a_busy_process(void)
+{
+    churner c;
+    pthread_t th;
+    int forks, bad = 0, hung = 0;
+    if (!can_fork_here())
+        return;
+    memset(&c, 0, sizeof c);
+    REQUIRE(h_open_worker(&c.w, &c.o, NULL, 0, 1));
+    REQUIRE(pthread_create(&th, NULL, churn_main, &c) == 0);
+    forks = h_under_valgrind() ? 3 : 30;
+    for (int i = 0; i < forks; i++) {
+        pid_t pid;
+        int st;
+        fflush(NULL);
+        pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            child_no_leak_check();
+            dagrt_set_log_hook(quiet_hook, NULL);
+            _exit(child_runs_own_worker(i + 1) ? CHILD_OK : CHILD_OWN_WORKER_FAILED);
+        }
+        st = wait_child(pid, 10000);
+        hung += st == -1;
+        bad += st != CHILD_OK;
+        h_sleep_us(1000);
+    }
+    atomic_store(&c.stop, 1);
+    pthread_join(th, NULL);
+    CHECKF(bad == 0, "%d of %d children failed (%d hung)", bad, forks, hung);
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+    h_close_worker(c.w);
+}
+
 int main(void)
 {
     h_begin("fork", 120);
@@ -411,5 +594,7 @@ int main(void)
     RUN_TEST(test_alloc_buffer_shared_with_child);
     RUN_TEST(test_auto_allocated_output_shared_with_child);
     RUN_TEST(test_forks_while_running);
+    RUN_TEST(test_child_refuses_inherited_worker);
+    RUN_TEST(test_children_of_a_busy_process);
     return h_done();
 }

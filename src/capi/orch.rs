@@ -55,7 +55,9 @@ fn write_handle(out: *mut TaskHandle, h: TaskHandle) {
     }
 }
 
-/// Begin a run on this thread: opens its outer scope; this thread becomes its builder.
+/// Begin a run on this thread: opens its outer scope; this thread becomes its builder (only
+/// it can close the run: a thread that ends with its run open leaves the worker to
+/// `dagrt_worker_free`, which abandons the run).
 /// DAGRT_STATUS_WRONG_STATE if this thread's run is still open, the worker is closing, or
 /// this is the worker's orchestration callback (its run is the callback's to build);
 /// DAGRT_STATUS_WRONG_THREAD if another thread is building a run.

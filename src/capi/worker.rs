@@ -63,7 +63,9 @@ fn engine_of(w: &dagrt_worker_t) -> Result<&std::sync::Arc<crate::worker::Engine
 /// through the orch handle (which reaches the worker by its own pointer), so an exclusive
 /// reference held across the callback would be aliased.
 pub(crate) fn worker_ref<'a>(w: *const dagrt_worker_t) -> Result<&'a dagrt_worker_t> {
-    super::need(w, "worker")
+    let w: &dagrt_worker_t = super::need(w, "worker")?;
+    w.worker.check_process()?;
+    Ok(w)
 }
 
 /// Exclusive: only the configuration and lifecycle calls (add lanes, init, close, free),
@@ -193,6 +195,11 @@ pub extern "C" fn dagrt_worker_set_lane_cpus(
 /// than one per core per lane; values already set are kept. setenv is not safe beside a
 /// concurrent getenv/setenv on another thread: call the first init before starting threads
 /// that read the environment, or set these variables yourself.
+/// fork(): a child has only the forking thread, so a worker initialised before the fork is
+/// the parent's: in the child every call on it returns DAGRT_STATUS_WRONG_STATE, and
+/// `dagrt_worker_free` releases the handle only. The child may register callables, set the
+/// log hook and create workers of its own (dagrt's process-wide locks are taken around a
+/// fork, so none is inherited held).
 #[no_mangle]
 pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| worker_mut(worker, "dagrt_worker_init")?.worker.init())
@@ -236,11 +243,20 @@ pub extern "C" fn dagrt_worker_close_for(
 /// `dagrt_worker_close_for` first. Called from a task running on one of the worker's lanes it
 /// frees nothing (that would wait for the task) and leaves DAGRT_STATUS_WRONG_THREAD in
 /// `dagrt_last_error`; from inside the worker's own orchestration callback or the log hook,
-/// likewise with DAGRT_STATUS_WRONG_STATE.
+/// likewise with DAGRT_STATUS_WRONG_STATE. In a forked child, on a worker initialised before
+/// the fork, it releases the handle only: the threads and runs are the parent's.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_free(worker: *mut dagrt_worker_t) {
     let _ = boundary(|| {
         if worker.is_null() {
+            return Ok(());
+        }
+        // SAFETY: a non-null handle from dagrt_worker_new (caller contract).
+        if unsafe { &*worker }.worker.inherited() {
+            // A forked child's copy of a worker from before the fork: only the handle goes
+            // (the worker's Drop forgets what belongs to the parent).
+            // SAFETY: as below.
+            drop(unsafe { Box::from_raw(worker) });
             return Ok(());
         }
         // Refused as any exclusive use is; nothing is freed then, and the handle stays valid
@@ -408,7 +424,9 @@ pub extern "C" fn dagrt_worker_stats(
 /// DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
 /// created is logged as an error, and the worker runs untraced); with several workers in the
 /// process, the first one records into that path and the k-th later one into the path with
-/// `.k` before its extension (`t.json`, `t.1.json`, ...). The worker must be initialised.
+/// `.k` before its extension (`t.json`, `t.1.json`, ...); such a file is written when the
+/// worker is closed or freed, so a process that exits without freeing its workers leaves it
+/// empty. The worker must be initialised.
 /// Thread-safe, like `dagrt_worker_trace_stop` and `dagrt_worker_write_dot`: tracing calls
 /// from several threads take turns.
 #[no_mangle]
