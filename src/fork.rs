@@ -17,10 +17,16 @@ use std::sync::Once;
 /// earlier generation belongs to an ancestor process.
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
+/// What `prepare` took, released by `parent` / `child` on the same thread (the forking one,
+/// in both processes).
+struct Held {
+    hook: crate::log::ForkHold,
+    /// In the order taken; released in reverse.
+    locks: Vec<Box<dyn Any>>,
+}
+
 thread_local! {
-    /// The process-wide locks `prepare` took, released (in reverse) by `parent` / `child` on
-    /// the same thread, which is the forking one in both processes.
-    static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
 /// The process's fork generation (0 in a process no dagrt fork handler ran in).
@@ -28,33 +34,42 @@ pub fn generation() -> u32 {
     GENERATION.load(Ordering::Relaxed)
 }
 
-/// Take the process-wide locks in the seed's order (callable registry first, coarse to
-/// fine), so that none is held across the fork point by a thread the child will not have.
-/// Per-worker locks are not taken: a child never uses a worker from before the fork.
+/// Take the process-wide locks so that none is held across the fork point by a thread the
+/// child will not have: the log hook's first, without waiting (it is held across the host's
+/// hook code: see `log::hold_for_fork`), then the seed's order, coarse to fine (callable
+/// registry, then the live run ids). No dagrt code holds one of the latter two while taking
+/// another lock, so waiting for them here cannot close a cycle. Per-worker locks are not
+/// taken: a child never uses a worker from before the fork.
 extern "C" fn prepare() {
-    let mut held: Vec<Box<dyn Any>> = vec![crate::callable::hold_for_fork()];
-    // A fork from inside the log hook holds its read side already: the child's copy of this
-    // thread releases it when the hook returns, as the parent's does.
-    held.extend(crate::log::hold_for_fork());
-    held.push(crate::run::hold_for_fork());
+    let hook = crate::log::hold_for_fork();
+    let locks = vec![
+        crate::callable::hold_for_fork(),
+        crate::run::hold_for_fork(),
+    ];
     // (A thread past its thread-locals' teardown cannot keep them: they are released now.)
-    let _ = HELD.try_with(|h| *h.borrow_mut() = held);
+    let _ = HELD.try_with(|h| *h.borrow_mut() = Some(Held { hook, locks }));
 }
 
-fn release() {
-    let _ = HELD.try_with(|h| {
-        let mut held = h.borrow_mut();
-        while held.pop().is_some() {}
-    });
+fn take() -> Option<Held> {
+    HELD.try_with(|h| h.borrow_mut().take()).ok().flatten()
+}
+
+fn release_locks(held: &mut Held) {
+    while held.locks.pop().is_some() {}
 }
 
 extern "C" fn parent() {
-    release();
+    if let Some(mut held) = take() {
+        release_locks(&mut held);
+    }
 }
 
 extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
-    release();
+    if let Some(mut held) = take() {
+        release_locks(&mut held);
+        crate::log::after_fork_in_child(held.hook);
+    }
 }
 
 /// Register the fork handlers, once per process: before any dagrt lock can be taken (the

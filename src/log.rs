@@ -3,7 +3,8 @@
 //! (error, warn, info, debug; default warn).
 
 use std::ffi::{c_char, c_void, CString};
-use std::sync::{OnceLock, RwLock};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Message severity.
 #[repr(u32)]
@@ -22,28 +23,83 @@ pub enum LogLevel {
 /// escape it (dagrt aborts the process) nor a `longjmp` leave it.
 pub type LogFn = Option<unsafe extern "C" fn(level: u32, msg: *const c_char, user: *mut c_void)>;
 
-struct Hook {
+#[derive(Clone, Copy)]
+pub(crate) struct Hook {
     f: LogFn,
     user: usize,
 }
 
 /// The installed hook; a call holds the read lock for its duration, so `set_hook`'s write lock
-/// waits out every running call before the previous `user` may be freed.
+/// waits out every running call before the previous `user` may be freed. Behind a pointer so
+/// that a forked child can start from a fresh lock (`after_fork_in_child`); a lock is never
+/// freed, so the references handed out stay valid.
+static HOOK: AtomicPtr<RwLock<Hook>> = AtomicPtr::new(std::ptr::null_mut());
+
 fn hook() -> &'static RwLock<Hook> {
-    static H: OnceLock<RwLock<Hook>> = OnceLock::new();
-    H.get_or_init(|| {
-        crate::fork::register_once();
-        RwLock::new(Hook { f: None, user: 0 })
-    })
+    let p = HOOK.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: a published lock is leaked, never freed.
+        return unsafe { &*p };
+    }
+    crate::fork::register_once();
+    let fresh = Box::into_raw(Box::new(RwLock::new(Hook { f: None, user: 0 })));
+    match HOOK.compare_exchange(
+        std::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        // SAFETY: just leaked into the pointer.
+        Ok(_) => unsafe { &*fresh },
+        Err(cur) => {
+            // SAFETY: `fresh` was never published.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: as above, a published lock is never freed.
+            unsafe { &*cur }
+        }
+    }
 }
 
-/// The hook's lock, held across a fork (`crate::fork`), unless this thread is inside the
-/// hook: it holds the read side already, and the write side would wait for itself.
-pub(crate) fn hold_for_fork() -> Option<Box<dyn std::any::Any>> {
-    if in_hook() {
-        return None;
+/// What the fork handlers took of the hook's lock. It is held across the host's hook code, so
+/// `prepare` never waits for it (a hook in flight may itself fork, or call dagrt): it takes
+/// the write side if free, else a read side with a copy of the hook, else nothing.
+pub(crate) enum ForkHold {
+    Write(RwLockWriteGuard<'static, Hook>),
+    Read(RwLockReadGuard<'static, Hook>, Hook),
+    Busy,
+}
+
+pub(crate) fn hold_for_fork() -> ForkHold {
+    let h = hook();
+    if let Ok(g) = h.try_write() {
+        return ForkHold::Write(g);
     }
-    Some(Box::new(hook().write().unwrap_or_else(|p| p.into_inner())))
+    match h.try_read() {
+        Ok(g) => {
+            let copy = *g;
+            ForkHold::Read(g, copy)
+        }
+        Err(_) => ForkHold::Busy,
+    }
+}
+
+/// In the child: with the write side held nobody else holds the lock, so it is released as
+/// is; otherwise threads the child does not have may hold it, and the child gets a fresh lock
+/// with the parent's hook (none when a `set_hook` was under way at the fork). The old lock is
+/// leaked: a hook call in flight on this thread releases its read side there.
+pub(crate) fn after_fork_in_child(held: ForkHold) {
+    let hook = match held {
+        ForkHold::Write(g) => return drop(g),
+        ForkHold::Read(g, copy) => {
+            std::mem::forget(g);
+            copy
+        }
+        ForkHold::Busy => Hook { f: None, user: 0 },
+    };
+    HOOK.store(
+        Box::into_raw(Box::new(RwLock::new(hook))),
+        Ordering::Release,
+    );
 }
 
 fn env_level() -> LogLevel {

@@ -20,7 +20,8 @@
  *  - a worker initialised before the fork is refused in the child (WRONG_STATE, never a
  *    hang), dagrt_worker_free there releases the handle only, and a worker of the child's own
  *    runs a graph; children forked while another thread registers callables, swaps the log
- *    hook and runs graphs do the same, never finding a dagrt lock held.
+ *    hook and runs graphs do the same, never finding a dagrt lock held; a fork while the
+ *    log hook runs (which itself forks, or registers a callable) deadlocks nobody.
  * The children of the earlier cases touch only memory and leave with _exit (no dagrt call,
  * no stdio); those of the last two call dagrt, which the fork handlers make safe. Each exit
  * status says what the child found. This file's cases must run in this order: the environment case needs
@@ -596,6 +597,89 @@ static void test_children_of_a_busy_process(void)
     h_close_worker(c.w);
 }
 
+/* fork() while the log hook runs: the hook's lock is held across the host's hook code, so
+ * the fork handlers never wait for it. A thread forks while the hook (called on the main
+ * thread by a worker init whose DAGRT_TRACE path cannot be created) either forks too (mode
+ * 0) or registers a callable (mode 1); both forks return, and each child can set the log
+ * hook. (Waiting for the hook's lock deadlocked the parent in both.) */
+static int hook_mode;
+static atomic_int forker_go;
+static atomic_int hook_child_status = -3, forker_child_status = -3;
+
+static void set_hook_and_exit(void)
+{
+    dagrt_set_log_hook(NULL, NULL);
+    _exit(CHILD_OK);
+}
+
+static void forking_hook(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    (void)user;
+    atomic_store(&forker_go, 1);
+    h_sleep_us(100000); /* the other thread is in its fork by now */
+    if (hook_mode == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            child_no_leak_check();
+            set_hook_and_exit();
+        }
+        atomic_store(&hook_child_status, pid < 0 ? -2 : wait_child(pid, 10000));
+    } else {
+        dagrt_callable c;
+        atomic_store(&hook_child_status,
+                     dagrt_register_callable("fork.from_hook", 0, DAGRT_CALLABLE_KIND_TASK,
+                                             child_task, NULL, &c) == DAGRT_STATUS_OK
+                         ? CHILD_OK
+                         : -4);
+    }
+}
+
+static void *forker_thread(void *arg)
+{
+    pid_t pid;
+    (void)arg;
+    while (!atomic_load(&forker_go))
+        h_sleep_us(100);
+    pid = fork();
+    if (pid == 0) {
+        child_no_leak_check();
+        set_hook_and_exit();
+    }
+    atomic_store(&forker_child_status, pid < 0 ? -2 : wait_child(pid, 10000));
+    return NULL;
+}
+
+static void test_fork_while_the_hook_runs(void)
+{
+    if (!can_fork_here())
+        return;
+    for (hook_mode = 0; hook_mode < 2; hook_mode++) {
+        pthread_t th;
+        dagrt_worker_t *w;
+        atomic_store(&forker_go, 0);
+        atomic_store(&hook_child_status, -3);
+        atomic_store(&forker_child_status, -3);
+        REQUIRE(pthread_create(&th, NULL, forker_thread, NULL) == 0);
+        REQUIRE_OK(dagrt_set_log_hook(forking_hook, NULL));
+        setenv("DAGRT_TRACE", "/nonexistent-dagrt-dir/t.json", 1);
+        w = h_worker(NULL, 0, 1); /* its init logs the DAGRT_TRACE failure to the hook */
+        unsetenv("DAGRT_TRACE");
+        atomic_store(&forker_go, 1); /* in case the hook was not called */
+        pthread_join(th, NULL);
+        EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+        CHECKF(atomic_load(&hook_child_status) == CHILD_OK,
+               "mode %d: the hook's %s gave %d", hook_mode, hook_mode ? "registration" : "child",
+               atomic_load(&hook_child_status));
+        CHECKF(atomic_load(&forker_child_status) == CHILD_OK,
+               "mode %d: the other thread's child gave %d", hook_mode,
+               atomic_load(&forker_child_status));
+        if (w)
+            h_close_worker(w);
+    }
+}
+
 int main(void)
 {
     h_begin("fork", 120);
@@ -606,5 +690,6 @@ int main(void)
     RUN_TEST(test_forks_while_running);
     RUN_TEST(test_child_refuses_inherited_worker);
     RUN_TEST(test_children_of_a_busy_process);
+    RUN_TEST(test_fork_while_the_hook_runs);
     return h_done();
 }
