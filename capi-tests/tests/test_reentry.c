@@ -4,7 +4,8 @@
  *  - dagrt_wait_run on its own run -> WRONG_THREAD (the run cannot end while the task waits
  *    for it); a timed wait on it (timeout 0) and dagrt_run_done answer "not done";
  *  - dagrt_worker_run on its own worker -> WRONG_THREAD (its run would be waited for while
- *    the task holds a lane), the orchestration callback never called;
+ *    the task holds a lane), the orchestration callback never called; so is an unbounded
+ *    wait for another run of its worker that is not over (a timed one waits it out);
  *  - dagrt_worker_close and dagrt_worker_free from the task -> WRONG_THREAD: nothing is torn
  *    down or freed, the run completes, and the host closes and frees the worker afterwards;
  *    so do dagrt_worker_close_for, adding lanes and init (no exclusive use of the worker
@@ -29,6 +30,10 @@
 struct seen {
     dagrt_worker_t *w;
     dagrt_status wait, wait_for, done_q, close, close_for, lanes, init, worker_run;
+    dagrt_status other_submit, other_wait, other_wait_for;
+    uint32_t other_done;
+    dagrt_run_id other;
+    atomic_int release_other;
     int orch_called;
     uint32_t timed_done, done, closed;
     char wait_msg[MSG], close_msg[MSG], free_msg[MSG];
@@ -47,6 +52,27 @@ static int32_t count_call(dagrt_orch_t *o, void *ctx)
     return 0;
 }
 
+/* A task of the other run: held until the re-entering task releases it (bounded). */
+static int32_t held_other(const dagrt_task_view *t, void *user)
+{
+    struct seen *s = user;
+    uint64_t end = h_now_ms() + 10000;
+    (void)t;
+    while (!atomic_load(&s->release_other) && h_now_ms() < end)
+        h_sleep_us(200);
+    return 0;
+}
+
+static int32_t submit_held_other(dagrt_orch_t *o, void *ctx)
+{
+    dagrt_callable c;
+    dagrt_task_args a = h_args(NULL, 0, NULL, 0, NULL, 0);
+    if (dagrt_register_callable("capi-tests.reentry.held", 0, DAGRT_CALLABLE_KIND_TASK, held_other,
+                                ctx, &c) != DAGRT_STATUS_OK)
+        return 1;
+    return dagrt_submit_sub(o, &c, &a, NULL) != DAGRT_STATUS_OK;
+}
+
 static int32_t reenter(const dagrt_task_view *t, void *user)
 {
     struct seen *s = user;
@@ -58,6 +84,11 @@ static int32_t reenter(const dagrt_task_view *t, void *user)
     s->wait_for = dagrt_wait_run_for(s->w, t->run_id, 0, &s->timed_done);
     s->done_q = dagrt_run_done(s->w, t->run_id, &s->done);
     s->worker_run = dagrt_worker_run(s->w, count_call, s);
+    /* another run of this worker, not over (its task is held): no unbounded wait from here */
+    s->other_submit = dagrt_worker_submit(s->w, submit_held_other, s, &s->other);
+    s->other_wait = dagrt_wait_run(s->w, s->other);
+    atomic_store(&s->release_other, 1);
+    s->other_wait_for = dagrt_wait_run_for(s->w, s->other, 10000, &s->other_done);
     s->close = dagrt_worker_close(s->w);
     keep_msg(s->close_msg);
     s->close_for = dagrt_worker_close_for(s->w, 0, &s->closed);
@@ -119,6 +150,13 @@ static void test_own_worker_refused(void)
     CHECKF(s.worker_run == DAGRT_STATUS_WRONG_THREAD, "dagrt_worker_run from its task: %s",
            dagrt_status_str(s.worker_run));
     CHECK_EQ_U64(s.orch_called, 0);
+    CHECK(s.other_submit == DAGRT_STATUS_OK);
+    CHECKF(s.other_wait == DAGRT_STATUS_WRONG_THREAD,
+           "an unbounded wait from the task for another run of its worker: %s",
+           dagrt_status_str(s.other_wait));
+    CHECK(s.other_wait_for == DAGRT_STATUS_OK);
+    CHECK_EQ_U64(s.other_done, 1);
+    EXPECT_OK(dagrt_release_run(w, s.other));
     CHECKF(s.close == DAGRT_STATUS_WRONG_THREAD, "dagrt_worker_close from its task: %s (%s)",
            dagrt_status_str(s.close), s.close_msg);
     CHECKF(h_contains(s.close_msg, "dagrt_worker_close"), "message: %s", s.close_msg);

@@ -636,6 +636,69 @@ static void test_racing_builders_get_wrong_thread(void)
     h_close_worker(w);
 }
 
+/* A callback that fails its run frees the orchestrator: another thread may begin a run
+ * before the callback returns. dagrt_worker_submit still reports the callback's failure
+ * (it asked the orchestrator, and was turned away with WRONG_THREAD). */
+typedef struct {
+    dagrt_orch_t *o;
+    atomic_int go, begun, may_close;
+    dagrt_run_id other;
+    dagrt_status begin, close;
+} other_builder;
+
+/* Begins a run once told to, and closes it (only its builder can) once allowed. */
+static void *other_builder_main(void *arg)
+{
+    other_builder *b = arg;
+    while (!atomic_load(&b->go))
+        h_sleep_us(100);
+    b->begin = dagrt_begin_run(b->o, &b->other);
+    atomic_store(&b->begun, 1);
+    while (!atomic_load(&b->may_close))
+        h_sleep_us(100);
+    if (b->begin == DAGRT_STATUS_OK)
+        b->close = dagrt_close_run_submission(b->o, b->other);
+    return NULL;
+}
+
+static int32_t fail_then_let_another_begin(dagrt_orch_t *o, void *ctx)
+{
+    other_builder *b = ctx;
+    dagrt_task_handle h;
+    uint64_t shape[1] = {1};
+    void *p;
+    if (dagrt_alloc(o, shape, 1, DAGRT_DTYPE_U8, &p, &h) != DAGRT_STATUS_OK ||
+        dagrt_fail_run_submission(o, h.run_id, "failed, then another began") != DAGRT_STATUS_OK)
+        return 1;
+    atomic_store(&b->go, 1);
+    while (!atomic_load(&b->begun))
+        h_sleep_us(100);
+    return 0;
+}
+
+static void test_callback_failure_reported_while_another_builds(void)
+{
+    dagrt_worker_t *w = h_worker(NULL, 0, 1);
+    other_builder b;
+    pthread_t th;
+    dagrt_run_id run = 0;
+    REQUIRE(w != NULL);
+    memset(&b, 0, sizeof b);
+    b.o = h_orch(w);
+    REQUIRE(pthread_create(&th, NULL, other_builder_main, &b) == 0);
+    EXPECT_ERROR(dagrt_worker_submit(w, fail_then_let_another_begin, &b, &run),
+                 DAGRT_STATUS_ORCHESTRATION_FAILED, "failed, then another began");
+    atomic_store(&b.may_close, 1);
+    pthread_join(th, NULL);
+    CHECK(b.begin == DAGRT_STATUS_OK);
+    CHECK(b.close == DAGRT_STATUS_OK);
+    EXPECT_ERROR(h_wait(w, run), DAGRT_STATUS_ORCHESTRATION_FAILED, "another began");
+    EXPECT_OK(dagrt_release_run(w, run));
+    EXPECT_OK(h_wait(w, b.other));
+    EXPECT_OK(dagrt_release_run(w, b.other));
+    h_close_worker(w);
+}
+
 static void test_builder_thread_moves_with_run(void)
 {
     int threads_before = h_thread_count();
@@ -889,6 +952,7 @@ int main(void)
     RUN_TEST(test_wrong_thread);
     RUN_TEST(test_builder_thread_moves_with_run);
     RUN_TEST(test_racing_builders_get_wrong_thread);
+    RUN_TEST(test_callback_failure_reported_while_another_builds);
     RUN_TEST(test_free_with_open_run);
     RUN_TEST(test_worker_close);
     RUN_TEST(test_worker_close_for);

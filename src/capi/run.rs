@@ -46,14 +46,27 @@ fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
 /// Wait (None: forever). Ok(true) when terminal and successful, Ok(false) on timeout.
 pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<bool> {
     let r = run(e, id)?;
-    if timeout.is_none() && crate::lane::running_on(e) == Some(id) {
-        return err(
-            Status::WrongThread,
-            format!(
-                "waiting for run {id} from one of its own tasks, which would wait for itself \
-                 (a timed wait or dagrt_run_done can ask)"
-            ),
-        );
+    match crate::lane::running_on(e) {
+        Some(own) if timeout.is_none() && own == id => {
+            return err(
+                Status::WrongThread,
+                format!(
+                    "waiting for run {id} from one of its own tasks, which would wait for \
+                     itself (a timed wait or dagrt_run_done can ask)"
+                ),
+            );
+        }
+        // Another run of this worker, not over: it may need the lane this task holds.
+        Some(_) if timeout.is_none() && !r.done() => {
+            return err(
+                Status::WrongThread,
+                format!(
+                    "waiting without bound for run {id} from a task on a lane of the same \
+                     worker, which the run may need (dagrt_wait_run_for can ask)"
+                ),
+            );
+        }
+        _ => {}
     }
     // Only the builder can close its run, and the fence cannot resolve before the close.
     if timeout.is_none()
@@ -85,7 +98,8 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
 /// failed) if any task failed. Repeatable: every wait
 /// reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
 /// (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
-/// be asked there). Called by the thread building the run before it closed its submission:
+/// be asked there); likewise from a task of another run of the same worker unless the run
+/// has ended (it may need the lane the task holds). Called by the thread building the run before it closed its submission:
 /// DAGRT_STATUS_WRONG_STATE (the run cannot end before that close).
 #[no_mangle]
 pub extern "C" fn dagrt_wait_run(

@@ -321,16 +321,16 @@ fn submit(
     IN_CALLBACK.with(|c| c.set(outer));
     *out_run = run;
     // The callback may have failed its run itself (dagrt_fail_run_submission; closing it is
-    // refused): the run's own message is the answer, whatever the callback returned.
-    if super::orch::with_orch(&w.orch, |o| Ok(o.current_run()))? != Some(run) {
-        let failure = engine_of(w)?.runs.get(run).map(|r| r.result());
-        return match failure {
-            Some(Err((m, _))) => err(Status::OrchestrationFailed, m.to_string()),
-            _ => err(
-                Status::OrchestrationFailed,
-                format!("run {run} was closed inside its orchestration callback"),
-            ),
-        };
+    // refused): the run's own message is the answer, whatever the callback returned. Asked
+    // of the run, not the orchestrator, which another thread may be building on by now.
+    if let Some(r) = engine_of(w)?.runs.get(run).filter(|r| r.is_closed()) {
+        return err(
+            Status::OrchestrationFailed,
+            match r.result() {
+                Err((m, _)) => m.to_string(),
+                Ok(()) => format!("run {run} was closed inside its orchestration callback"),
+            },
+        );
     }
     if rc != 0 {
         let seen = if error_count() > errors_before {
