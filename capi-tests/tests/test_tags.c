@@ -12,7 +12,8 @@
  *  - WaR is not tracked: an OUTPUT writer after a blocked reader runs meanwhile;
  *  - OUTPUT after OUTPUT adds no edge, and later readers depend on the latest writer only;
  *    also after a partial overwrite by a strided view or a sub-tile, for a reader of only the
- *    overwritten part (no wait for the older writer, no poisoning by its failure);
+ *    overwritten part (no wait for the older writer, no poisoning by its failure), also
+ *    after the newer writer was consumed;
  *  - OUTPUT_EXISTING behaves like OUTPUT (no lookup, becomes the producer);
  *  - NO_DEP neither looks up nor inserts;
  *  - repeated producers (two tensors + add_dep + add_dep_wait on one producer) collapse:
@@ -188,6 +189,33 @@ static void test_partial_overwrite_shadows_the_older_writer(void)
                           h_tile(m, 0, DAGRT_DTYPE_F64, 2, 2, 16, DAGRT_TAG_INPUT), 5.0 * 4,
                           failing);
     }
+}
+
+/* The shadowing outlives the newer writer: once w2 (in a nested scope that ended) is
+ * consumed, its entry leaves a marker that still shadows w1's, so a reader of the part w2
+ * wrote is still not poisoned by w1's failure (it was, once w2's entry was erased). */
+static void test_shadowing_outlives_the_newer_writer(void)
+{
+    static double m[16 * 16];
+    dagrt_run_id run;
+    h_step w1 = h_step_id(50), w2 = h_op_step(51, H_OP_FILL, 5), r = h_op_step(52, H_OP_READ, 0);
+    dagrt_tensor t1 = h_tile(m, 0, DAGRT_DTYPE_F64, 4, 4, 16, DAGRT_TAG_OUTPUT);
+    dagrt_tensor t2 = h_tile(m, 0, DAGRT_DTYPE_F64, 2, 2, 16, DAGRT_TAG_OUTPUT);
+    dagrt_tensor tr = h_tile(m, 0, DAGRT_DTYPE_F64, 2, 2, 16, DAGRT_TAG_INPUT);
+    w1.fail = 1;
+    REQUIRE(setup());
+    REQUIRE_OK(dagrt_begin_run(O, &run));
+    SUBMIT_STEP(O, &w1, 0, &t1, 1, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_scope_begin(O));
+    SUBMIT_STEP(O, &w2, 1, &t2, 1, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_scope_end(O));
+    /* w1 failed and w2 consumed: only w1's slot (outer scope) is left */
+    CHECK(H_POLL(h_runs(50) == 1 && h_runs(51) == 1 && h_stats(W).live_slots == 1, 5000));
+    SUBMIT_STEP(O, &r, 2, &tr, 1, NULL, 0, NULL);
+    EXPECT_ERROR(h_finish_run(W, O, run), DAGRT_STATUS_TASK_FAILED, "step 50");
+    CHECK_RAN_ONCE(52);
+    CHECKF(h_read[52] == 5.0 * 4, "reader saw %g, expected %g", h_read[52], 5.0 * 4);
+    teardown();
 }
 
 static void test_output_existing_like_output(void)
@@ -393,6 +421,7 @@ int main(void)
     RUN_TEST(test_output_after_output_no_edge);
     RUN_TEST(test_output_existing_like_output);
     RUN_TEST(test_partial_overwrite_shadows_the_older_writer);
+    RUN_TEST(test_shadowing_outlives_the_newer_writer);
     RUN_TEST(test_no_dep_ignored);
     RUN_TEST(test_repeated_producer_collapses);
     RUN_TEST(test_waw_via_inout);

@@ -4,7 +4,9 @@
 //! footprint overlaps the reader's, whatever data pointer each used, except writers shadowed
 //! by a newer one that covers the whole of the reader's footprint. An insert replaces only
 //! the writers the new footprint fully covers; a writer that is only partly overwritten keeps
-//! its entry. Erase is owner-checked: every entry has a unique key its owner journals, so a
+//! its entry (split into the bytes left over when both are dense; else whole, and the newer
+//! entry, once its writer is consumed, stays as an ownerless marker that goes on shadowing
+//! it). Erase is owner-checked: every entry has a unique key its owner journals, so a
 //! superseded writer that is consumed first never removes a later writer's entry.
 //!
 //! Index: small footprints (the common case: whole small buffers) are hashed by the 256-byte
@@ -110,11 +112,14 @@ impl Inner {
                     return m.take_over(idx, fp, owner);
                 }
             }
+            let mut shadows = false;
             for &idx in &self.scratch {
                 let old = m.entries[idx as usize];
                 if fp.covers(&m.footprint(&old)) {
                     m.remove(idx);
-                } else if fp.dense && old.shape == DENSE {
+                } else if !(fp.dense && old.shape == DENSE) {
+                    shadows = true;
+                } else {
                     // Dense over dense: the old writer keeps exactly the bytes left over.
                     m.remove(idx);
                     for (lo, hi) in [(old.lo, fp.lo), (fp.hi, old.hi)] {
@@ -124,6 +129,11 @@ impl Inner {
                     }
                     m.splits = true;
                 }
+            }
+            if shadows {
+                let k = m.add(fp, owner);
+                m.entries[k.idx as usize].shadows = true;
+                return k;
             }
         }
         m.add(fp, owner)
@@ -139,6 +149,12 @@ impl Inner {
             let e = m.entries.get(k.idx as usize).copied();
             let direct = e.filter(|e| e.seq == k.seq && e.owner == owner);
             if let Some(e) = direct {
+                if e.shadows {
+                    // Its writer finished: it no longer produces, but still shadows the older
+                    // entry it partly overwrote (until covered, reclaimed, or the run ends).
+                    m.entries[k.idx as usize].owner = runmap::FINISHED;
+                    continue;
+                }
                 m.remove(k.idx);
                 if !e.split {
                     continue;

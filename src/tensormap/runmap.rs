@@ -43,11 +43,18 @@ pub(super) struct MapEntry {
     pub(super) shape: u32,
     /// A remaining piece of a split entry (its journaled key may name another piece).
     pub(super) split: bool,
+    /// It partly overwrote an older entry that could not be split (a strided view or tile):
+    /// erased, it leaves a `FINISHED` marker so that it still shadows that entry (`report`).
+    pub(super) shadows: bool,
     /// Index into `RunMap::classes` of the grid holding it, or NO_CLASS.
     class: u8,
 }
 
 const NO_CLASS: u8 = u8::MAX;
+
+/// The owner of a marker: the bytes of an erased entry whose writer finished (its slot was
+/// consumed), kept while it may shadow an older entry. Never reported as a producer.
+pub(super) const FINISHED: SlotId = SlotId::MAX;
 
 fn granules(lo: u64, hi: u64) -> (u64, u64) {
     (lo >> GRANULE_SHIFT, (hi - 1) >> GRANULE_SHIFT)
@@ -244,7 +251,12 @@ impl RunMap {
         });
         match (first, more) {
             (None, _) => {}
-            (Some(idx), false) => f(self.entries[idx as usize].owner),
+            (Some(idx), false) => {
+                let owner = self.entries[idx as usize].owner;
+                if owner != FINISHED {
+                    f(owner);
+                }
+            }
             (Some(_), true) => {
                 let mut found: smallvec::SmallVec<[u32; 4]> = smallvec::SmallVec::new();
                 self.each_granule_overlap(g, fp, |idx| found.push(idx));
@@ -257,8 +269,9 @@ impl RunMap {
     /// Call `f` with the owner of each overlapping entry `idxs` a reader of `fp` depends on:
     /// all but those shadowed by a newer entry covering the whole of `fp`, which wrote every
     /// byte the reader reads after them (seed §7, WAW: "new consumers depend only on the
-    /// latest"). A partial overwrite leaves the older writer's entry whole, so without this a
-    /// reader of only the new bytes would wait for, and be poisoned by, the older writer.
+    /// latest"), and markers of finished writers, which only shadow. A partial overwrite
+    /// leaves the older writer's entry whole, so without this a reader of only the new bytes
+    /// would wait for, and be poisoned by, the older writer.
     pub(super) fn report(&self, fp: &Footprint, idxs: &[u32], f: &mut impl FnMut(SlotId)) {
         let floor = if idxs.len() < 2 {
             0
@@ -272,7 +285,7 @@ impl RunMap {
         };
         for &i in idxs {
             let e = &self.entries[i as usize];
-            if e.seq >= floor {
+            if e.seq >= floor && e.owner != FINISHED {
                 f(e.owner);
             }
         }
@@ -373,6 +386,7 @@ impl RunMap {
             seq,
             shape,
             split,
+            shadows: false,
             class: NO_CLASS,
         };
         let idx = match self.free.pop() {
