@@ -735,8 +735,9 @@ enum dagrt_status dagrt_scope_end(struct dagrt_orch_t *orch);
  reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
  (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
  be asked there); likewise from a task of another run of the same worker unless the run
- has ended (it may need the lane the task holds). Called by the thread building the run before it closed its submission:
- DAGRT_STATUS_WRONG_STATE (the run cannot end before that close).
+ has ended (it may need the lane the task holds). Called by the thread building the run
+ before it closed its submission: DAGRT_STATUS_WRONG_STATE (the run cannot end before
+ that close).
  */
 enum dagrt_status dagrt_wait_run(const struct dagrt_worker_t *worker, dagrt_run_id run);
 

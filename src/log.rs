@@ -29,6 +29,10 @@ pub(crate) struct Hook {
     user: usize,
 }
 
+impl Hook {
+    const NONE: Hook = Hook { f: None, user: 0 };
+}
+
 /// The installed hook; a call holds the read lock for its duration, so `set_hook`'s write lock
 /// waits out every running call before the previous `user` may be freed. Behind a pointer so
 /// that a forked child can start from a fresh lock (`after_fork_in_child`); a lock is never
@@ -42,7 +46,7 @@ fn hook() -> &'static RwLock<Hook> {
         return unsafe { &*p };
     }
     crate::fork::register_once();
-    let fresh = Box::into_raw(Box::new(RwLock::new(Hook { f: None, user: 0 })));
+    let fresh = Box::into_raw(Box::new(RwLock::new(Hook::NONE)));
     match HOOK.compare_exchange(
         std::ptr::null_mut(),
         fresh,
@@ -94,7 +98,7 @@ pub(crate) fn after_fork_in_child(held: ForkHold) {
             std::mem::forget(g);
             copy
         }
-        ForkHold::Busy => Hook { f: None, user: 0 },
+        ForkHold::Busy => Hook::NONE,
     };
     HOOK.store(
         Box::into_raw(Box::new(RwLock::new(hook))),

@@ -360,20 +360,20 @@ impl Worker {
     /// thread were not copied (fork copies only the calling thread), so a run would never
     /// end, and its locks may have been held by threads the child does not have.
     pub fn check_process(&self) -> Result<()> {
-        match self.born {
-            Some(g) if g != crate::fork::generation() => err(
+        if self.inherited() {
+            return err(
                 Status::WrongState,
                 "the worker was initialised before this process was forked from its parent: \
                  its threads were not copied, so the child cannot use it (create a new worker \
                  in the child; dagrt_worker_free there releases nothing)",
-            ),
-            _ => Ok(()),
+            );
         }
+        Ok(())
     }
 
     /// Whether this is a forked child's copy of a worker initialised in an ancestor.
     pub fn inherited(&self) -> bool {
-        self.check_process().is_err()
+        self.born.is_some_and(|g| g != crate::fork::generation())
     }
 
     /// Why a call that needs the engine finds none: closed, or not initialised yet.

@@ -97,13 +97,18 @@ pub(crate) fn need_mut<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T> {
     unsafe { p.as_mut() }.ok_or_else(|| Error::new(Status::NullPointer, format!("{name} is NULL")))
 }
 
-/// A required NUL-terminated string.
-pub(crate) fn need_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+/// A required NUL-terminated string, as C gave it.
+fn need_cstr<'a>(p: *const c_char, name: &str) -> Result<&'a CStr> {
     if p.is_null() {
         return Err(Error::new(Status::NullPointer, format!("{name} is NULL")));
     }
     // SAFETY: non-null C strings are NUL-terminated by the API contract.
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| {
+    Ok(unsafe { CStr::from_ptr(p) })
+}
+
+/// A required NUL-terminated UTF-8 string (an identifier: refused if not UTF-8).
+pub(crate) fn need_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    need_cstr(p, name)?.to_str().map_err(|_| {
         Error::new(
             Status::InvalidArgument,
             format!("{name} is not valid UTF-8"),
@@ -114,22 +119,13 @@ pub(crate) fn need_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
 /// A required NUL-terminated message: any bytes (a C host's strerror text need not be
 /// UTF-8); invalid sequences become U+FFFD rather than refusing the message.
 pub(crate) fn need_text(p: *const c_char, name: &str) -> Result<String> {
-    if p.is_null() {
-        return Err(Error::new(Status::NullPointer, format!("{name} is NULL")));
-    }
-    // SAFETY: non-null C strings are NUL-terminated by the API contract.
-    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    Ok(need_cstr(p, name)?.to_string_lossy().into_owned())
 }
 
 /// A required NUL-terminated file path: any bytes but NUL, as the file system takes them.
 pub(crate) fn need_path(p: *const c_char, name: &str) -> Result<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    if p.is_null() {
-        return Err(Error::new(Status::NullPointer, format!("{name} is NULL")));
-    }
-    // SAFETY: non-null C strings are NUL-terminated by the API contract.
-    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
-    Ok(std::ffi::OsStr::from_bytes(bytes).into())
+    Ok(std::ffi::OsStr::from_bytes(need_cstr(p, name)?.to_bytes()).into())
 }
 
 /// The message of the last failed dagrt call on this thread ("" if none). The pointer stays

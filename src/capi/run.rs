@@ -46,41 +46,8 @@ fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
 /// Wait (None: forever). Ok(true) when terminal and successful, Ok(false) on timeout.
 pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<bool> {
     let r = run(e, id)?;
-    match crate::lane::running_on(e) {
-        Some(own) if timeout.is_none() && own == id => {
-            return err(
-                Status::WrongThread,
-                format!(
-                    "waiting for run {id} from one of its own tasks, which would wait for \
-                     itself (a timed wait or dagrt_run_done can ask)"
-                ),
-            );
-        }
-        // Another run of this worker, not over: it may need the lane this task holds.
-        Some(_) if timeout.is_none() && !r.done() => {
-            return err(
-                Status::WrongThread,
-                format!(
-                    "waiting without bound for run {id} from a task on a lane of the same \
-                     worker, which the run may need (dagrt_wait_run_for can ask)"
-                ),
-            );
-        }
-        _ => {}
-    }
-    // Only the builder can close its run, and the fence cannot resolve before the close.
-    if timeout.is_none()
-        && !r.is_closed()
-        && e.builder.load(std::sync::atomic::Ordering::Acquire)
-            == crate::orchestrator::thread_token()
-    {
-        return err(
-            Status::WrongState,
-            format!(
-                "run {id} is still open for submission on this thread, so it cannot end while \
-                 this thread waits: close it first (dagrt_close_run_submission)"
-            ),
-        );
+    if timeout.is_none() {
+        refuse_unbounded_wait(e, &r)?;
     }
     if !r.wait(timeout) {
         return Ok(false);
@@ -92,6 +59,42 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
     }
 }
 
+/// The unbounded waits that could never return: from a task, on its own run or on another
+/// unfinished run of its worker (which may need the lane the task holds); by the builder, on
+/// its run still open (only it can close the run, and the fence resolves after the close).
+fn refuse_unbounded_wait(e: &Engine, r: &Run) -> Result<()> {
+    let id = r.id;
+    match crate::lane::running_on(e) {
+        Some(own) if own == id => err(
+            Status::WrongThread,
+            format!(
+                "waiting for run {id} from one of its own tasks, which would wait for itself \
+                 (a timed wait or dagrt_run_done can ask)"
+            ),
+        ),
+        Some(_) if !r.done() => err(
+            Status::WrongThread,
+            format!(
+                "waiting without bound for run {id} from a task on a lane of the same worker, \
+                 which the run may need (dagrt_wait_run_for can ask)"
+            ),
+        ),
+        _ if !r.is_closed()
+            && e.builder.load(std::sync::atomic::Ordering::Acquire)
+                == crate::orchestrator::thread_token() =>
+        {
+            err(
+                Status::WrongState,
+                format!(
+                    "run {id} is still open for submission on this thread, so it cannot end \
+                     while this thread waits: close it first (dagrt_close_run_submission)"
+                ),
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Block until the run is terminal. DAGRT_STATUS_ORCHESTRATION_FAILED (message: the
 /// submission's) if the run's submission failed, even after a task failure; else
 /// DAGRT_STATUS_TASK_FAILED (message: the run's first failure, the earliest by when its task
@@ -99,8 +102,9 @@ pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<b
 /// reports the same result. Called from one of the run's own tasks: DAGRT_STATUS_WRONG_THREAD
 /// (the run cannot end while the task waits; `dagrt_wait_run_for` and `dagrt_run_done` can
 /// be asked there); likewise from a task of another run of the same worker unless the run
-/// has ended (it may need the lane the task holds). Called by the thread building the run before it closed its submission:
-/// DAGRT_STATUS_WRONG_STATE (the run cannot end before that close).
+/// has ended (it may need the lane the task holds). Called by the thread building the run
+/// before it closed its submission: DAGRT_STATUS_WRONG_STATE (the run cannot end before
+/// that close).
 #[no_mangle]
 pub extern "C" fn dagrt_wait_run(
     worker: *const super::worker::dagrt_worker_t,

@@ -101,6 +101,7 @@ impl Inner {
         if let Some(k) = m.insert_one_granule(fp, owner, &mut seen, &mut self.scratch) {
             return k;
         }
+        let mut shadows = false;
         if m.live > 0 {
             m.overlapping(fp, &mut self.scratch);
             if let Some(f) = seen.take() {
@@ -112,7 +113,6 @@ impl Inner {
                     return m.take_over(idx, fp, owner);
                 }
             }
-            let mut shadows = false;
             for &idx in &self.scratch {
                 let old = m.entries[idx as usize];
                 if fp.covers(&m.footprint(&old)) {
@@ -130,13 +130,10 @@ impl Inner {
                     m.splits = true;
                 }
             }
-            if shadows {
-                let k = m.add(fp, owner);
-                m.entries[k.idx as usize].shadows = true;
-                return k;
-            }
         }
-        m.add(fp, owner)
+        let k = m.add(fp, owner);
+        m.entries[k.idx as usize].shadows = shadows;
+        k
     }
 
     /// Erase the journaled entries that still exist and belong to `owner`.
