@@ -116,6 +116,11 @@ impl Mailbox {
         self.wake.notify_cond();
     }
 
+    /// Lane: whether a job is queued behind the one it has just run.
+    pub fn has_queued(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
     /// Scheduler: ask a lane with nothing outstanding to exit.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);

@@ -6,7 +6,9 @@
 //! runs passes while it holds the role; a lane that has just reported a completion takes the
 //! role too if it is free and runs the passes itself (releasing consumers, dispatching, often
 //! to itself), instead of waking the parked scheduler thread, which costs the lane a futex
-//! wake (~15 us on these machines) and everyone a thread switch. One holder at a time keeps
+//! wake (~15 us on these machines) and everyone a thread switch. After a tiny job with
+//! another queued behind it, the lane defers that pass to its mailbox's last job (and wakes a
+//! parked scheduler thread, see `lane::thread::lane_main`). One holder at a time keeps
 //! a single progress owner; a lane that finds the role taken notifies instead, and the
 //! scheduler thread never parks while completions or submissions are pending.
 //!
