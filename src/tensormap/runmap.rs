@@ -52,12 +52,71 @@ pub(super) struct MapEntry {
 
 const NO_CLASS: u8 = u8::MAX;
 
+impl MapEntry {
+    /// A new entry for `fp`'s bytes, in no grid yet.
+    fn new(fp: &Footprint, owner: SlotId, seq: u64, shape: u32, split: bool) -> MapEntry {
+        MapEntry {
+            owner,
+            lo: fp.lo,
+            hi: fp.hi,
+            seq,
+            shape,
+            split,
+            shadows: false,
+            class: NO_CLASS,
+        }
+    }
+}
+
 /// The owner of a marker: the bytes of an erased entry whose writer finished (its slot was
 /// consumed), kept while it may shadow an older entry. Never reported as a producer.
 pub(super) const FINISHED: SlotId = SlotId::MAX;
 
 fn granules(lo: u64, hi: u64) -> (u64, u64) {
     (lo >> GRANULE_SHIFT, (hi - 1) >> GRANULE_SHIFT)
+}
+
+/// Whether entry `e` overlaps `fp` (`strided`: the map's strided footprints). Two dense
+/// ranges overlap iff their intervals meet: no footprint to build.
+fn overlaps(e: &MapEntry, fp: &Footprint, strided: &[Footprint]) -> bool {
+    if !(e.lo < fp.hi && fp.lo < e.hi) {
+        return false;
+    }
+    match e.shape {
+        DENSE => fp.dense || Footprint::dense(e.lo, e.hi - e.lo).overlaps(fp),
+        // In place: a search compares many strided entries.
+        s => strided[s as usize].overlaps(fp),
+    }
+}
+
+/// Put `e` in the entry slab (a free entry first); returns its index.
+fn alloc_entry(entries: &mut Vec<MapEntry>, free: &mut Vec<u32>, e: MapEntry) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            entries[i as usize] = e;
+            i
+        }
+        None => {
+            entries.push(e);
+            (entries.len() - 1) as u32
+        }
+    }
+}
+
+/// Put `k` in the link slab (a free link first, chained through `next`); returns its index.
+fn alloc_link(links: &mut Vec<Link>, free_link: &mut Option<u32>, k: Link) -> u32 {
+    match *free_link {
+        Some(l) => {
+            let n = links[l as usize].next;
+            *free_link = (n != NIL).then_some(n);
+            links[l as usize] = k;
+            l
+        }
+        None => {
+            links.push(k);
+            (links.len() - 1) as u32
+        }
+    }
 }
 
 /// One entry's membership in one granule's list (the small index is intrusive, so an insert
@@ -104,14 +163,7 @@ impl RunMap {
     /// Whether entry `e` overlaps `fp`. Two dense ranges overlap iff their intervals meet:
     /// no footprint to build.
     fn entry_overlaps(&self, e: &MapEntry, fp: &Footprint) -> bool {
-        if !(e.lo < fp.hi && fp.lo < e.hi) {
-            return false;
-        }
-        match e.shape {
-            DENSE => fp.dense || Footprint::dense(e.lo, e.hi - e.lo).overlaps(fp),
-            // In place: a search compares many strided entries.
-            s => self.strided[s as usize].overlaps(fp),
-        }
+        overlaps(e, fp, &self.strided)
     }
 
     /// Slab indexes of the entries whose footprint overlaps `fp`, into `out` (deduplicated).
@@ -157,19 +209,7 @@ impl RunMap {
     }
 
     fn new_link(&mut self, idx: u32, next: u32) -> u32 {
-        let k = Link { idx, next };
-        match self.free_link {
-            Some(l) => {
-                let n = self.links[l as usize].next;
-                self.free_link = (n != NIL).then_some(n);
-                self.links[l as usize] = k;
-                l
-            }
-            None => {
-                self.links.push(k);
-                (self.links.len() - 1) as u32
-            }
-        }
+        alloc_link(&mut self.links, &mut self.free_link, Link { idx, next })
     }
 
     /// Unlink entry `idx` from granule `g`'s list; drop the granule when its list empties.
@@ -295,6 +335,7 @@ impl RunMap {
     /// the granule's list is walked for overlaps; with none the entry is added, with exactly
     /// one over the same bytes that entry is taken over in place (a chain rewriting one
     /// buffer). Returns `None` (having changed nothing and not called `seen`) otherwise.
+    /// `seen` is called only when an entry overlaps (with none it would be shown nothing).
     pub(super) fn insert_one_granule(
         &mut self,
         fp: &Footprint,
@@ -304,7 +345,20 @@ impl RunMap {
     ) -> Option<MapKey> {
         let g = self.one_granule(fp)?;
         scratch.clear();
-        self.each_granule_overlap(g, fp, |idx| scratch.push(idx));
+        // One hash probe for the walk and the insert: the list head, created empty for a
+        // granule seen first (the walk then finds nothing, and the entry is linked in
+        // below). Walked through the fields, not `each_granule_overlap`, so the head stays
+        // borrowed; a second probe to link the new entry cost a W1 submit about 40
+        // instructions.
+        let head = self.small.entry(g).or_insert(NIL);
+        let mut l = *head;
+        while l != NIL {
+            let k = self.links[l as usize];
+            l = k.next;
+            if overlaps(&self.entries[k.idx as usize], fp, &self.strided) {
+                scratch.push(k.idx);
+            }
+        }
         // (`is_same_unordered`'s question, narrowed to what a dense one-granule footprint
         // can meet: a call there cost a chain's submit some 40 instructions.)
         let same_bytes = |e: &MapEntry| e.shape == DENSE && (e.lo, e.hi) == (fp.lo, fp.hi);
@@ -313,13 +367,30 @@ impl RunMap {
             [idx] if same_bytes(&self.entries[idx as usize]) => Some(idx),
             _ => return None,
         };
+        let Some(idx) = take_over else {
+            // Nothing overlaps: `seen` would be shown no entry. The new entry goes in front
+            // of the granule's list.
+            self.seq += 1;
+            let seq = self.seq;
+            let e = MapEntry::new(fp, owner, seq, DENSE, false);
+            let idx = alloc_entry(&mut self.entries, &mut self.free, e);
+            *head = alloc_link(
+                &mut self.links,
+                &mut self.free_link,
+                Link { idx, next: *head },
+            );
+            self.live += 1;
+            return Some(MapKey {
+                idx,
+                seq,
+                lo: fp.lo,
+                hi: fp.hi,
+            });
+        };
         if let Some(f) = seen.take() {
             f(self, scratch);
         }
-        Some(match take_over {
-            Some(idx) => self.take_over(idx, fp, owner),
-            None => self.add(fp, owner),
-        })
+        Some(self.take_over(idx, fp, owner))
     }
 
     /// Whether entry `idx` covers exactly the bytes of `fp`, and is indexed by position
@@ -379,26 +450,8 @@ impl RunMap {
             self.strided.push(*fp);
             (self.strided.len() - 1) as u32
         };
-        let e = MapEntry {
-            owner,
-            lo: fp.lo,
-            hi: fp.hi,
-            seq,
-            shape,
-            split,
-            shadows: false,
-            class: NO_CLASS,
-        };
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.entries[i as usize] = e;
-                i
-            }
-            None => {
-                self.entries.push(e);
-                (self.entries.len() - 1) as u32
-            }
-        };
+        let e = MapEntry::new(fp, owner, seq, shape, split);
+        let idx = alloc_entry(&mut self.entries, &mut self.free, e);
         let (g0, g1) = granules(fp.lo, fp.hi);
         if g1 - g0 < SMALL_GRANULES {
             for g in g0..=g1 {
