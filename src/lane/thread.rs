@@ -116,8 +116,8 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
         );
         // After a tiny job with another queued behind it, the pass waits for the mailbox to
         // drain: one pass then handles the batch's completions and refills it, instead of a
-        // pass per job (W1 ran a pass per task: 1762 -> 1139 instructions a task off the
-        // submitting thread, callgrind). The queued job may turn out long (and so may this
+        // pass per job (W1 ran a pass per task: the lane and scheduler threads' 1762 -> 1139
+        // instructions a task, callgrind). The queued job may turn out long (and so may this
         // one, untimed: 7 in 8 tiny-lane jobs are), and the consumers the deferred
         // completion releases must not wait for it: a parked scheduler thread is woken to
         // run the pass (a spinning one sees the completion at its next look).

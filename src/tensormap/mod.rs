@@ -35,6 +35,18 @@ pub struct MapKey {
     hi: u64,
 }
 
+impl MapKey {
+    /// The key of entry `idx`, inserted as `seq`, over `fp`'s bytes.
+    fn of(idx: u32, seq: u64, fp: &Footprint) -> MapKey {
+        MapKey {
+            idx,
+            seq,
+            lo: fp.lo,
+            hi: fp.hi,
+        }
+    }
+}
+
 /// The map's contents, locked for one submit's whole tag walk or one erase.
 #[derive(Default)]
 pub struct Inner {

@@ -371,8 +371,7 @@ impl RunMap {
             // Nothing overlaps: `seen` would be shown no entry. The new entry goes in front
             // of the granule's list.
             self.seq += 1;
-            let seq = self.seq;
-            let e = MapEntry::new(fp, owner, seq, DENSE, false);
+            let e = MapEntry::new(fp, owner, self.seq, DENSE, false);
             let idx = alloc_entry(&mut self.entries, &mut self.free, e);
             *head = alloc_link(
                 &mut self.links,
@@ -380,12 +379,7 @@ impl RunMap {
                 Link { idx, next: *head },
             );
             self.live += 1;
-            return Some(MapKey {
-                idx,
-                seq,
-                lo: fp.lo,
-                hi: fp.hi,
-            });
+            return Some(MapKey::of(idx, self.seq, fp));
         };
         if let Some(f) = seen.take() {
             f(self, scratch);
@@ -414,24 +408,13 @@ impl RunMap {
         e.owner = owner;
         e.seq = self.seq;
         e.split = false;
-        MapKey {
-            idx,
-            seq: self.seq,
-            lo: fp.lo,
-            hi: fp.hi,
-        }
+        MapKey::of(idx, self.seq, fp)
     }
 
     pub(super) fn add(&mut self, fp: &Footprint, owner: SlotId) -> MapKey {
         self.seq += 1;
-        let seq = self.seq;
-        let idx = self.add_entry(fp, owner, seq, false);
-        MapKey {
-            idx,
-            seq,
-            lo: fp.lo,
-            hi: fp.hi,
-        }
+        let idx = self.add_entry(fp, owner, self.seq, false);
+        MapKey::of(idx, self.seq, fp)
     }
 
     pub(super) fn add_entry(
