@@ -107,12 +107,18 @@ impl Default for Mailbox {
 }
 
 impl Mailbox {
-    /// Scheduler: post a job. The scheduler keeps at most MAILBOX_DEPTH outstanding per lane
-    /// (its lane book), so a full mailbox is a broken invariant, not back-pressure.
+    /// Scheduler: post a job, without waking the lane: `wake_lane` follows the batch's last
+    /// post (each wake-up check costs a SeqCst fence, a store-buffer drain). The scheduler
+    /// keeps at most MAILBOX_DEPTH outstanding per lane (its lane book), so a full mailbox
+    /// is a broken invariant, not back-pressure.
     pub fn post(&self, job: Job) {
         if self.jobs.push(job).is_err() {
             unreachable!("mailbox overflow (slot {})", job.slot);
         }
+    }
+
+    /// Scheduler: wake the lane if it is parked, after its jobs are `post`ed.
+    pub fn wake_lane(&self) {
         self.wake.notify_cond();
     }
 

@@ -227,19 +227,27 @@ impl LaneBook {
 /// Where a SUB single goes, among `sub` lanes with room: while every one runs tiny jobs (or
 /// none has run yet) the first, otherwise the one with the fewest jobs outstanding. With
 /// `one_run` false (several runs in flight) only an idle lane, as the seed dispatches: a job
-/// queued in a mailbox has left its run's ready partition.
-pub fn sub_lane_for_single(books: &[LaneBook], sub: &[u32], one_run: bool) -> Option<u32> {
+/// queued in a mailbox has left its run's ready partition. The flag says the lane was
+/// chosen as the first with room (packing): it stays the choice for the next singles until
+/// it has no room left, whatever is posted to it (no lane before it gains room in a pass).
+pub fn sub_lane_for_single(books: &[LaneBook], sub: &[u32], one_run: bool) -> Option<(u32, bool)> {
     if !one_run {
-        return sub.iter().copied().find(|&l| books[l as usize].idle());
+        return sub
+            .iter()
+            .copied()
+            .find(|&l| books[l as usize].idle())
+            .map(|l| (l, false));
     }
     let mut with_room = sub
         .iter()
         .copied()
         .filter(|&l| books[l as usize].has_room());
     if sub.iter().all(|&l| books[l as usize].packs()) {
-        return with_room.next();
+        return with_room.next().map(|l| (l, true));
     }
-    with_room.min_by_key(|&l| books[l as usize].load())
+    with_room
+        .min_by_key(|&l| books[l as usize].load())
+        .map(|l| (l, false))
 }
 
 #[cfg(test)]
@@ -263,22 +271,22 @@ mod tests {
         // Lane 0 busy with tiny jobs, lane 1 never ran: lane 0 takes more, up to a full
         // mailbox; then lane 1.
         let books = [book(&[300; 8], 3), book(&[], 0)];
-        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some(0));
+        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some((0, true)));
         let full = crate::lane::MAILBOX_DEPTH as u64;
         let books = [book(&[300; 8], full), book(&[], 0)];
-        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some(1));
+        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some((1, true)));
     }
 
     #[test]
     fn longer_jobs_spread_to_the_least_loaded_lane() {
         let books = [book(&[5_000; 8], 1), book(&[300], 0)];
-        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some(1));
+        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some((1, false)));
         let books = [book(&[3_000_000], 1), book(&[], 0)];
-        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some(1));
+        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some((1, false)));
         // Unknown lengths hold LONG_JOB_DEPTH, so packing them never queues a job behind
         // another.
         let books = [book(&[], LONG_JOB_DEPTH as u64), book(&[], 0)];
-        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some(1));
+        assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some((1, true)));
     }
 
     #[test]

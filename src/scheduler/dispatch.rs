@@ -62,11 +62,26 @@ impl Sched {
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
                 if need == 1 {
-                    let Some(l) = book::sub_lane_for_single(&self.lanes, &self.sub, one_run) else {
+                    let Some((l, packing)) =
+                        book::sub_lane_for_single(&self.lanes, &self.sub, one_run)
+                    else {
                         break;
                     };
+                    let l = l as usize;
                     q.sub.pop();
-                    self.post_single(l as usize, sid);
+                    self.post_single(l, sid);
+                    // Packing: the singles behind it go to the same lane while it has room,
+                    // as the choice would send them one by one.
+                    while packing && self.lanes[l].has_room() {
+                        let Some(&(sid, ref r)) = q.sub.peek() else {
+                            break;
+                        };
+                        if r.members != 1 {
+                            break;
+                        }
+                        q.sub.pop();
+                        self.post_single(l, sid);
+                    }
                     continue;
                 }
                 if !e.slots.get(sid).core.is_ready(sid) {
@@ -103,9 +118,22 @@ impl Sched {
 
     fn flush_posts(&mut self) -> usize {
         let posted = self.posts.len();
-        for (l, job) in self.posts.drain(..) {
+        // Every job first, then one wake-up check per lane that got any: a pass of tiny jobs
+        // posts up to MAILBOX_DEPTH to a lane, and a check per job paid a fence per job.
+        // A lane's jobs keep their posting order, which its book records.
+        let mut woken = 0u64;
+        for &(l, job) in self.posts.iter() {
             self.e.lanes[l as usize].mailbox.post(job);
         }
+        for &(l, _) in self.posts.iter() {
+            // (Lanes past the 64th are checked at each of their jobs.)
+            let bit = 1u64 << (l % 64);
+            if l >= 64 || woken & bit == 0 {
+                woken |= bit;
+                self.e.lanes[l as usize].mailbox.wake_lane();
+            }
+        }
+        self.posts.clear();
         posted
     }
 

@@ -516,7 +516,7 @@ impl Sched {
         let lane = match r.kind {
             ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
             ROUTE_SUB if r.members == 1 => {
-                book::sub_lane_for_single(&self.lanes, &self.sub, self.one_run())
+                book::sub_lane_for_single(&self.lanes, &self.sub, self.one_run()).map(|c| c.0)
             }
             _ => None,
         };
