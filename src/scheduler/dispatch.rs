@@ -58,30 +58,27 @@ impl Sched {
             }
             // SUB: a single goes where `book::sub_lane_for_single` says (packed while jobs
             // are tiny, else the least loaded lane with room); a group needs that many
-            // distinct idle lanes, else it stays at the head and the pass ends.
+            // distinct idle lanes, else it stays at the head and the pass ends. A lane chosen
+            // by packing stays the choice while it has room (no lane before it gains room in
+            // a pass), so the singles behind go there without asking again.
+            let mut packed: Option<usize> = None;
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
                 if need == 1 {
-                    let Some((l, packing)) =
-                        book::sub_lane_for_single(&self.lanes, &self.sub, one_run)
-                    else {
-                        break;
+                    let l = match packed.filter(|&l| self.lanes[l].has_room()) {
+                        Some(l) => l,
+                        None => {
+                            let Some((l, packing)) =
+                                book::sub_lane_for_single(&self.lanes, &self.sub, one_run)
+                            else {
+                                break;
+                            };
+                            packed = packing.then_some(l as usize);
+                            l as usize
+                        }
                     };
-                    let l = l as usize;
                     q.sub.pop();
                     self.post_single(l, sid);
-                    // Packing: the singles behind it go to the same lane while it has room,
-                    // as the choice would send them one by one.
-                    while packing && self.lanes[l].has_room() {
-                        let Some(&(sid, ref r)) = q.sub.peek() else {
-                            break;
-                        };
-                        if r.members != 1 {
-                            break;
-                        }
-                        q.sub.pop();
-                        self.post_single(l, sid);
-                    }
                     continue;
                 }
                 if !e.slots.get(sid).core.is_ready(sid) {
@@ -118,18 +115,15 @@ impl Sched {
 
     fn flush_posts(&mut self) -> usize {
         let posted = self.posts.len();
-        // Every job first, then one wake-up check per lane that got any: a pass of tiny jobs
-        // posts up to MAILBOX_DEPTH to a lane, and a check per job paid a fence per job.
-        // A lane's jobs keep their posting order, which its book records.
-        let mut woken = 0u64;
+        // Every job first, then one wake-up check per run of consecutive posts to a lane
+        // (packing posts a lane's jobs together): a pass of tiny jobs posts up to
+        // MAILBOX_DEPTH to a lane, and a check per job paid a fence per job. A lane's jobs
+        // keep their posting order, which its book records.
         for &(l, job) in self.posts.iter() {
             self.e.lanes[l as usize].mailbox.post(job);
         }
-        for &(l, _) in self.posts.iter() {
-            // (Lanes past the 64th are checked at each of their jobs.)
-            let bit = 1u64 << (l % 64);
-            if l >= 64 || woken & bit == 0 {
-                woken |= bit;
+        for (i, &(l, _)) in self.posts.iter().enumerate() {
+            if self.posts.get(i + 1).is_none_or(|n| n.0 != l) {
                 self.e.lanes[l as usize].mailbox.wake_lane();
             }
         }

@@ -160,12 +160,6 @@ impl RunMap {
         }
     }
 
-    /// Whether entry `e` overlaps `fp`. Two dense ranges overlap iff their intervals meet:
-    /// no footprint to build.
-    fn entry_overlaps(&self, e: &MapEntry, fp: &Footprint) -> bool {
-        overlaps(e, fp, &self.strided)
-    }
-
     /// Slab indexes of the entries whose footprint overlaps `fp`, into `out` (deduplicated).
     pub(super) fn overlapping(&self, fp: &Footprint, out: &mut Vec<u32>) {
         out.clear();
@@ -197,7 +191,7 @@ impl RunMap {
             out.sort_unstable();
             out.dedup();
         }
-        out.retain(|&i| self.entry_overlaps(&self.entries[i as usize], fp));
+        out.retain(|&i| overlaps(&self.entries[i as usize], fp, &self.strided));
     }
 
     fn collect(&self, mut l: u32, out: &mut Vec<u32>) {
@@ -271,7 +265,7 @@ impl RunMap {
         while l != NIL {
             let k = self.links[l as usize];
             l = k.next;
-            if self.entry_overlaps(&self.entries[k.idx as usize], fp) {
+            if overlaps(&self.entries[k.idx as usize], fp, &self.strided) {
                 f(k.idx);
             }
         }
