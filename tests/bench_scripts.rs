@@ -156,3 +156,30 @@ fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
     assert_eq!(r["best_peer_counts"]["omp-t2"], 2, "{r}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `cg_lines.py` on two made-up callgrind outputs: addresses relative to the previous one, a
+/// call's inclusive cost that is not the address's own, another object's costs, and the
+/// 1-rep file's costs taken off the 3-rep file's. (The addresses resolve to nothing in the
+/// test binary, so only the total is checked; addr2line comes with gcc's binutils.)
+#[test]
+fn cg_lines_counts_own_costs_of_the_executable_per_task() {
+    let d = scratch("cg");
+    let exe = std::env::current_exe().unwrap();
+    let head = "# callgrind format\nversion: 1\npositions: instr line\nevents: Ir\n";
+    let obj = format!("ob=(1) {}\nfl=(1) x.rs\nfn=(1) f\n", exe.display());
+    let other = "ob=(2) /lib/elsewhere.so\nfn=(2) g\n0x10 1 500\n";
+    // Own: 30 at 0x10, 20 at 0x12, 7 at 0x16; the 1000 at 0x15 is a call's.
+    let reps3 =
+        format!("{head}{obj}0x10 1 30\n+2 * 20\ncalls=1 0x50 5\n+3 * 1000\n+1 * 7\n{other}");
+    let reps1 = format!("{head}{obj}0x10 1 10\n{other}");
+    let (f3, f1) = (d.join("cg.3"), d.join("cg.1"));
+    std::fs::write(&f3, reps3).unwrap();
+    std::fs::write(&f1, reps1).unwrap();
+    let out = python("cg_lines.py", &[exe.as_path(), &f3, &f1], &["2"]);
+    // (30 - 10 + 20 + 7) / 2 tasks.
+    assert!(
+        out.starts_with("own instructions per task, all statements: 23.5\n"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Instructions per task by source statement, through inlining (used by scripts/cg_lines.sh).
+
+The release build is one codegen unit with fat LTO, so the submit path is a few huge functions
+and callgrind's per-function counts say little. This reads two callgrind outputs of the same
+bench thread made with --dump-instr=yes (3 timed reps and 1: their difference is two reps of
+steady state, without start-up and warm-up), keeps each instruction address's own cost (not
+the calls it makes), and resolves every address with `addr2line -i` to its chain of inlined
+frames. It prints the cost per task by the innermost frame in ANCHOR (default
+src/orchestrator/submit.rs: the statement of the submit a cost belongs to; addresses outside
+it are named by their outermost function), then by the innermost frame in dagrt's sources.
+
+usage: cg_lines.py EXE REPS3_FILE REPS1_FILE TASKS [ANCHOR]
+  TASKS: the tasks of the two extra reps (2 x the workload's task count).
+"""
+import collections
+import re
+import subprocess
+import sys
+
+
+def own_costs(path, exe_name):
+    """Own Ir per instruction address of the object named exe_name."""
+    cost = collections.Counter()
+    names, obj, addr, after_calls = {}, None, 0, False
+    for line in open(path):
+        line = line.rstrip("\n")
+        if not line:
+            continue
+        m = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line)
+        if m:
+            if m.group(2):
+                names[m.group(1)] = m.group(2)
+            if line.startswith("ob="):
+                obj = names.get(m.group(1))
+            continue
+        if line.startswith("calls="):
+            # The next cost line is the call's inclusive cost, not this address's own.
+            after_calls = True
+            continue
+        head = line[0]
+        if not (head.isdigit() or head in "+-*"):
+            after_calls = False
+            continue
+        parts = line.split()
+        a = parts[0]
+        if a.startswith("0x"):
+            addr = int(a, 16)
+        elif a[0] in "+-":
+            step = int(a[1:], 16) if a[1:].startswith("0x") else int(a[1:])
+            addr += step if a[0] == "+" else -step
+        if after_calls:
+            after_calls = False
+            continue
+        if len(parts) >= 3 and obj and obj.endswith(exe_name):
+            cost[addr] += int(parts[2])
+    return cost
+
+
+def inline_frames(exe, addrs):
+    """addr -> [(function, file:line)], innermost first."""
+    out = subprocess.run(
+        ["addr2line", "-a", "-i", "-f", "-C", "-e", exe] + [hex(a) for a in addrs],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    frames, cur, i = collections.defaultdict(list), None, 0
+    while i < len(out):
+        if out[i].startswith("0x"):
+            cur = int(out[i], 16)
+            i += 1
+            continue
+        frames[cur].append((out[i], out[i + 1] if i + 1 < len(out) else "?"))
+        i += 2
+    return frames
+
+
+def short(loc):
+    return loc.split("/work/main/")[-1] if "/work/main/" in loc else loc.split("/")[-1]
+
+
+def main():
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    exe, f3, f1, tasks = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    anchor = sys.argv[5] if len(sys.argv) > 5 else "src/orchestrator/submit.rs"
+    name = exe.split("/")[-1]
+    c3, c1 = own_costs(f3, name), own_costs(f1, name)
+    diff = {a: c3[a] - c1.get(a, 0) for a in c3}
+    diff = {a: v for a, v in diff.items() if v > 0}
+    frames = inline_frames(exe, sorted(diff))
+    by_stmt, by_leaf = collections.Counter(), collections.Counter()
+    for a, v in diff.items():
+        fr = frames.get(a, [])
+        stmt = next((short(loc) for _, loc in fr if anchor in loc), None)
+        by_stmt[stmt or "fn " + (fr[-1][0][:70] if fr else "?")] += v
+        leaf = next((short(loc) for _, loc in fr if "/work/main/src" in loc), None)
+        by_leaf[leaf or (short(fr[0][1]) if fr else "?")] += v
+    print("own instructions per task, all statements: %.1f" % (sum(diff.values()) / tasks))
+    print("-- by statement of %s (else outermost function)" % anchor)
+    for k, v in by_stmt.most_common(40):
+        print("%8.1f  %s" % (v / tasks, k))
+    print("-- by innermost line in dagrt's sources")
+    for k, v in by_leaf.most_common(30):
+        print("%8.1f  %s" % (v / tasks, k))
+
+
+main()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Where a workload's instructions go, by source statement: callgrind (instruction counts do
+# not drift, unlike this machine's wall clock) over the workloads bench on 1 SUB lane, 3 timed
+# reps minus 1, attributed through inlining by scripts/cg_lines.py.
+#
+# Usage: scripts/cg_lines.sh WORKLOAD [THREAD] [BENCH ARGS...]
+#   WORKLOAD: w1..w4; THREAD: 1 = the submitting thread (default), 2 = the lane;
+#   BENCH ARGS: e.g. --n 20000 (default; W4: --layers 300).
+# CG_ANCHOR: the source file whose statements name the costs (default the submit's,
+# src/orchestrator/submit.rs; for the lane e.g. src/lane/thread.rs).
+# Needs valgrind and binutils (addr2line). Output files stay in $CG_DIR (default a temp dir).
+set -euo pipefail
+[ $# -ge 1 ] || { sed -n 2,11p "$0" >&2; exit 2; }
+w=$1
+shift
+thread=1
+if [ $# -ge 1 ] && [[ $1 =~ ^[0-9]+$ ]]; then
+    thread=$1
+    shift
+fi
+cd "$(dirname "$0")/.."
+args=("$@")
+if [ ${#args[@]} -eq 0 ]; then
+    if [ "$w" = w4 ]; then args=(--layers 300); else args=(--n 20000); fi
+fi
+exe=$(cargo bench --bench workloads --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import sys, json
+for l in sys.stdin:
+    j = json.loads(l)
+    if j.get("executable") and j["target"]["name"] == "workloads": print(j["executable"])')
+dir=${CG_DIR:-$(mktemp -d)}
+mkdir -p "$dir"
+for r in 1 3; do
+    valgrind --tool=callgrind --dump-instr=yes --separate-threads=yes \
+        --callgrind-out-file="$dir/cg.$r.%p" "$exe" --workloads "$w" --lanes 1 --kinds sub \
+        --reps $r "${args[@]}" >/dev/null 2>"$dir/log.$r"
+done
+# Tasks of one rep, from the bench's JSON line.
+tasks=$("$exe" --workloads "$w" --lanes 1 --kinds sub --reps 1 "${args[@]}" 2>/dev/null |
+    python3 -c 'import sys, json; print(json.loads(sys.stdin.readline())["tasks"])')
+f3=$(ls "$dir"/cg.3.*-0"$thread")
+f1=$(ls "$dir"/cg.1.*-0"$thread")
+python3 scripts/cg_lines.py "$exe" "$f3" "$f1" $((2 * tasks)) ${CG_ANCHOR:-}
+echo "(callgrind files in $dir)"
