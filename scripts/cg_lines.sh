@@ -4,13 +4,14 @@
 # reps minus 1, attributed through inlining by scripts/cg_lines.py.
 #
 # Usage: scripts/cg_lines.sh WORKLOAD [THREAD] [BENCH ARGS...]
-#   WORKLOAD: w1..w4; THREAD: 1 = the submitting thread (default), 2 = the lane;
+#   WORKLOAD: w1..w4; THREAD: 1 = the submitting thread (default), 2 = the lane, 3 = the
+#   scheduler thread;
 #   BENCH ARGS: e.g. --n 20000 (default; W4: --layers 300).
 # CG_ANCHOR: the source file whose statements name the costs (default the submit's,
 # src/orchestrator/submit.rs; for the lane e.g. src/lane/thread.rs).
 # Needs valgrind and binutils (addr2line). Output files stay in $CG_DIR (default a temp dir).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,11p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,12p "$0" >&2; exit 2; }
 w=$1
 shift
 thread=1
@@ -30,6 +31,7 @@ for l in sys.stdin:
     if j.get("executable") and j["target"]["name"] == "workloads": print(j["executable"])')
 dir=${CG_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
+rm -f "$dir"/cg.[13].*
 for r in 1 3; do
     valgrind --tool=callgrind --dump-instr=yes --separate-threads=yes \
         --callgrind-out-file="$dir/cg.$r.%p" "$exe" --workloads "$w" --lanes 1 --kinds sub \
