@@ -14,9 +14,13 @@ usage: cg_lines.py EXE REPS3_FILE REPS1_FILE TASKS [ANCHOR]
   TASKS: the tasks of the two extra reps (2 x the workload's task count).
 """
 import collections
+import os
 import re
 import subprocess
 import sys
+
+# The checkout this script lies in: dagrt's own frames are the ones under it.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/"
 
 
 def own_costs(path, exe_name):
@@ -77,7 +81,7 @@ def inline_frames(exe, addrs):
 
 
 def short(loc):
-    return loc.split("/work/main/")[-1] if "/work/main/" in loc else loc.split("/")[-1]
+    return loc[len(ROOT):] if loc.startswith(ROOT) else loc.split("/")[-1]
 
 
 def main():
@@ -95,7 +99,7 @@ def main():
         fr = frames.get(a, [])
         stmt = next((short(loc) for _, loc in fr if anchor in loc), None)
         by_stmt[stmt or "fn " + (fr[-1][0][:70] if fr else "?")] += v
-        leaf = next((short(loc) for _, loc in fr if "/work/main/src" in loc), None)
+        leaf = next((short(loc) for _, loc in fr if loc.startswith(ROOT + "src/")), None)
         by_leaf[leaf or (short(fr[0][1]) if fr else "?")] += v
     print("own instructions per task, all statements: %.1f" % (sum(diff.values()) / tasks))
     print("-- by statement of %s (else outermost function)" % anchor)

@@ -35,11 +35,11 @@ rm -f "$dir"/cg.[13].*
 for r in 1 3; do
     valgrind --tool=callgrind --dump-instr=yes --separate-threads=yes \
         --callgrind-out-file="$dir/cg.$r.%p" "$exe" --workloads "$w" --lanes 1 --kinds sub \
-        --reps $r "${args[@]}" >/dev/null 2>"$dir/log.$r"
+        --reps $r "${args[@]}" >"$dir/out.$r" 2>"$dir/log.$r"
 done
 # Tasks of one rep, from the bench's JSON line.
-tasks=$("$exe" --workloads "$w" --lanes 1 --kinds sub --reps 1 "${args[@]}" 2>/dev/null |
-    python3 -c 'import sys, json; print(json.loads(sys.stdin.readline())["tasks"])')
+tasks=$(python3 -c 'import sys, json; print(json.loads(open(sys.argv[1]).readline())["tasks"])' \
+    "$dir/out.1")
 f3=$(ls "$dir"/cg.3.*-0"$thread")
 f1=$(ls "$dir"/cg.1.*-0"$thread")
 python3 scripts/cg_lines.py "$exe" "$f3" "$f1" $((2 * tasks)) ${CG_ANCHOR:-}
