@@ -10,8 +10,10 @@ frames. It prints the cost per task by the innermost frame in ANCHOR (default
 src/orchestrator/submit.rs: the statement of the submit a cost belongs to; addresses outside
 it are named by their outermost function), then by the innermost frame in dagrt's sources.
 
-usage: cg_lines.py EXE REPS3_FILE REPS1_FILE TASKS [ANCHOR]
+usage: cg_lines.py EXE REPS3_FILE REPS1_FILE TASKS [ANCHOR [EVENTS]]
   TASKS: the tasks of the two extra reps (2 x the workload's task count).
+  EVENTS: callgrind events to count, joined by '+' (default Ir; e.g. DLmr+DLmw, the
+  last-level misses of a run with --cache-sim=yes).
 """
 import collections
 import os
@@ -23,13 +25,23 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/"
 
 
-def own_costs(path, exe_name):
-    """Own Ir per instruction address of the object named exe_name."""
+def own_costs(path, exe_name, events):
+    """Own cost per instruction address of the object named exe_name: the sum of the named
+    events (callgrind's names, e.g. Ir, or DLmr and DLmw with --cache-sim=yes)."""
     cost = collections.Counter()
     names, obj, addr, after_calls = {}, None, 0, False
+    cols = None
     for line in open(path):
         line = line.rstrip("\n")
         if not line:
+            continue
+        if line.startswith("events:"):
+            have = line.split()[1:]
+            missing = [e for e in events if e not in have]
+            if missing:
+                sys.exit("%s: no event %s (has %s)" % (path, ", ".join(missing), " ".join(have)))
+            # Columns after the address and the line number.
+            cols = [2 + have.index(e) for e in events]
             continue
         m = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line)
         if m:
@@ -56,8 +68,9 @@ def own_costs(path, exe_name):
         if after_calls:
             after_calls = False
             continue
-        if len(parts) >= 3 and obj and obj.endswith(exe_name):
-            cost[addr] += int(parts[2])
+        if obj and obj.endswith(exe_name):
+            # A cost line may stop early: trailing zero events are left out.
+            cost[addr] += sum(int(parts[c]) for c in cols if c < len(parts))
     return cost
 
 
@@ -88,9 +101,10 @@ def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
     exe, f3, f1, tasks = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    anchor = sys.argv[5] if len(sys.argv) > 5 else "src/orchestrator/submit.rs"
+    anchor = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else "src/orchestrator/submit.rs"
+    events = (sys.argv[6] if len(sys.argv) > 6 else "Ir").split("+")
     name = exe.split("/")[-1]
-    c3, c1 = own_costs(f3, name), own_costs(f1, name)
+    c3, c1 = own_costs(f3, name, events), own_costs(f1, name, events)
     diff = {a: c3[a] - c1.get(a, 0) for a in c3}
     diff = {a: v for a, v in diff.items() if v > 0}
     frames = inline_frames(exe, sorted(diff))
@@ -101,7 +115,8 @@ def main():
         by_stmt[stmt or "fn " + (fr[-1][0][:70] if fr else "?")] += v
         leaf = next((short(loc) for _, loc in fr if loc.startswith(ROOT + "src/")), None)
         by_leaf[leaf or (short(fr[0][1]) if fr else "?")] += v
-    print("own instructions per task, all statements: %.1f" % (sum(diff.values()) / tasks))
+    what = "instructions" if events == ["Ir"] else "+".join(events)
+    print("own %s per task, all statements: %.1f" % (what, sum(diff.values()) / tasks))
     print("-- by statement of %s (else outermost function)" % anchor)
     for k, v in by_stmt.most_common(40):
         print("%8.1f  %s" % (v / tasks, k))

@@ -183,3 +183,45 @@ fn cg_lines_counts_own_costs_of_the_executable_per_task() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `cg_lines.py` counting other events than Ir: the named columns of the `events:` line are
+/// summed (here the last-level misses of a cache-simulated run), a cost line that leaves out
+/// its trailing zero events counts them as zero, and an event the file does not have is
+/// refused with its name.
+#[test]
+fn cg_lines_sums_the_named_events() {
+    let d = scratch("cg_events");
+    let exe = std::env::current_exe().unwrap();
+    let head = "# callgrind format\nversion: 1\npositions: instr line\nevents: Ir Dr DLmr DLmw\n";
+    let obj = format!("ob=(1) {}\nfl=(1) x.rs\nfn=(1) f\n", exe.display());
+    // DLmr + DLmw: 3 + 4 at 0x10, 2 + 0 at 0x12 (DLmw left out), nothing at 0x14.
+    let reps3 = format!("{head}{obj}0x10 1 30 9 3 4\n+2 * 20 5 2\n+2 * 10\n");
+    let reps1 = format!("{head}{obj}0x10 1 10 3 1 1\n");
+    let (f3, f1) = (d.join("cg.3"), d.join("cg.1"));
+    std::fs::write(&f3, reps3).unwrap();
+    std::fs::write(&f1, reps1).unwrap();
+    let args = [exe.as_path(), &f3, &f1];
+    let out = python("cg_lines.py", &args, &["2", "", "DLmr+DLmw"]);
+    // (3 + 4 - 1 - 1 + 2) / 2 tasks.
+    assert!(
+        out.starts_with("own DLmr+DLmw per task, all statements: 3.5\n"),
+        "{out}"
+    );
+    let out = python("cg_lines.py", &args, &["2", "", "Ir"]);
+    // (30 - 10 + 20 + 10) / 2.
+    assert!(
+        out.starts_with("own instructions per task, all statements: 25.0\n"),
+        "{out}"
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cg_lines.py");
+    let bad = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .args(["2", "", "D1mr"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("no event D1mr"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
