@@ -157,6 +157,21 @@ fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Two made-up callgrind outputs in `d` (3 reps, 1 rep) of this test binary's object, with
+/// `events` and the cost lines given.
+fn cg_files(d: &Path, events: &str, reps3: &str, reps1: &str) -> (PathBuf, PathBuf) {
+    let exe = std::env::current_exe().unwrap();
+    let head = format!(
+        "# callgrind format\nversion: 1\npositions: instr line\nevents: {events}\n\
+         ob=(1) {}\nfl=(1) x.rs\nfn=(1) f\n",
+        exe.display()
+    );
+    let (f3, f1) = (d.join("cg.3"), d.join("cg.1"));
+    std::fs::write(&f3, format!("{head}{reps3}")).unwrap();
+    std::fs::write(&f1, format!("{head}{reps1}")).unwrap();
+    (f3, f1)
+}
+
 /// `cg_lines.py` on two made-up callgrind outputs: addresses relative to the previous one, a
 /// call's inclusive cost that is not the address's own, another object's costs, and the
 /// 1-rep file's costs taken off the 3-rep file's. (The addresses resolve to nothing in the
@@ -165,16 +180,11 @@ fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
 fn cg_lines_counts_own_costs_of_the_executable_per_task() {
     let d = scratch("cg");
     let exe = std::env::current_exe().unwrap();
-    let head = "# callgrind format\nversion: 1\npositions: instr line\nevents: Ir\n";
-    let obj = format!("ob=(1) {}\nfl=(1) x.rs\nfn=(1) f\n", exe.display());
     let other = "ob=(2) /lib/elsewhere.so\nfn=(2) g\n0x10 1 500\n";
     // Own: 30 at 0x10, 20 at 0x12, 7 at 0x16; the 1000 at 0x15 is a call's.
-    let reps3 =
-        format!("{head}{obj}0x10 1 30\n+2 * 20\ncalls=1 0x50 5\n+3 * 1000\n+1 * 7\n{other}");
-    let reps1 = format!("{head}{obj}0x10 1 10\n{other}");
-    let (f3, f1) = (d.join("cg.3"), d.join("cg.1"));
-    std::fs::write(&f3, reps3).unwrap();
-    std::fs::write(&f1, reps1).unwrap();
+    let reps3 = format!("0x10 1 30\n+2 * 20\ncalls=1 0x50 5\n+3 * 1000\n+1 * 7\n{other}");
+    let reps1 = format!("0x10 1 10\n{other}");
+    let (f3, f1) = cg_files(&d, "Ir", &reps3, &reps1);
     let out = python("cg_lines.py", &[exe.as_path(), &f3, &f1], &["2"]);
     // (30 - 10 + 20 + 7) / 2 tasks.
     assert!(
@@ -192,14 +202,9 @@ fn cg_lines_counts_own_costs_of_the_executable_per_task() {
 fn cg_lines_sums_the_named_events() {
     let d = scratch("cg_events");
     let exe = std::env::current_exe().unwrap();
-    let head = "# callgrind format\nversion: 1\npositions: instr line\nevents: Ir Dr DLmr DLmw\n";
-    let obj = format!("ob=(1) {}\nfl=(1) x.rs\nfn=(1) f\n", exe.display());
     // DLmr + DLmw: 3 + 4 at 0x10, 2 + 0 at 0x12 (DLmw left out), nothing at 0x14.
-    let reps3 = format!("{head}{obj}0x10 1 30 9 3 4\n+2 * 20 5 2\n+2 * 10\n");
-    let reps1 = format!("{head}{obj}0x10 1 10 3 1 1\n");
-    let (f3, f1) = (d.join("cg.3"), d.join("cg.1"));
-    std::fs::write(&f3, reps3).unwrap();
-    std::fs::write(&f1, reps1).unwrap();
+    let reps3 = "0x10 1 30 9 3 4\n+2 * 20 5 2\n+2 * 10\n";
+    let (f3, f1) = cg_files(&d, "Ir Dr DLmr DLmw", reps3, "0x10 1 10 3 1 1\n");
     let args = [exe.as_path(), &f3, &f1];
     let out = python("cg_lines.py", &args, &["2", "", "DLmr+DLmw"]);
     // (3 + 4 - 1 - 1 + 2) / 2 tasks.
