@@ -46,8 +46,9 @@ unsafe extern "C" fn work(t: *const TaskView, _u: *mut c_void) -> i32 {
 fn lanes_consume_a_scoped_stream_in_batches() {
     const TASKS: usize = 20_000;
     const SCOPE: usize = 256;
-    // More completions than one pass can drain: every lane's mailbox, full.
-    let one_pass = 2 * dagrt::lane::MAILBOX_DEPTH;
+    // More completions than one pass can drain: every lane's mailbox, full (at the depth of
+    // these short jobs, not tiny ones).
+    let one_pass = 2 * dagrt::scheduler::SHORT_JOB_DEPTH;
     // Alone under plain `cargo test` too, as the gated tests are (`in_run`).
     let _one = common::serial();
     let path = std::env::temp_dir().join(format!("dagrt-reclaim-{}.json", std::process::id()));

@@ -14,7 +14,7 @@ use crate::slot::SlotId;
 use std::collections::VecDeque;
 
 /// Jobs shorter than this (moving average per lane) are short enough that the handoff
-/// dominates: such a lane gets up to MAILBOX_DEPTH jobs at once.
+/// dominates: such a lane gets up to SHORT_JOB_DEPTH jobs at once (MAILBOX_DEPTH if tiny).
 pub const SHORT_JOB_NS: u64 = 20_000;
 
 /// Jobs shorter than this (moving average) cost less than handing them to another core:
@@ -50,6 +50,12 @@ pub const STUCK_SWEEP: std::time::Duration = std::time::Duration::from_micros(50
 /// it reports (`scheduler::after_completion`) and spins for it (`lane_main`), so it does not
 /// wait for the scheduler thread to wake (~50 us here).
 const LONG_JOB_DEPTH: u32 = 1;
+
+/// Jobs a lane of short but not tiny jobs (PACK_JOB_NS to SHORT_JOB_NS, e.g. some of a b = 64
+/// Cholesky's tiles) may hold: the depth all short jobs had before MAILBOX_DEPTH was raised
+/// for tiny ones, where it was measured; deeper, a job released later (the next panel's)
+/// could queue behind a longer run of such jobs on one lane.
+pub const SHORT_JOB_DEPTH: u32 = 8;
 
 #[derive(Clone, Copy)]
 struct Posted {
@@ -125,10 +131,12 @@ impl LaneBook {
 
     /// Whether one more job may be posted: up to the depth its job lengths allow.
     pub fn has_room(&self) -> bool {
-        let depth = if self.job_ns < SHORT_JOB_NS && !self.directed {
+        let depth = if self.directed || self.job_ns >= SHORT_JOB_NS {
+            LONG_JOB_DEPTH
+        } else if self.tiny_jobs() {
             crate::lane::MAILBOX_DEPTH
         } else {
-            LONG_JOB_DEPTH
+            SHORT_JOB_DEPTH
         };
         self.load() < depth && self.occupancy() < crate::lane::MAILBOX_DEPTH
     }
@@ -275,6 +283,17 @@ mod tests {
         let full = crate::lane::MAILBOX_DEPTH as u64;
         let books = [book(&[300; 8], full), book(&[], 0)];
         assert_eq!(sub_lane_for_single(&books, &[0, 1], true), Some((1, true)));
+    }
+
+    /// A lane holds up to the depth of its jobs' length: MAILBOX_DEPTH for tiny ones,
+    /// SHORT_JOB_DEPTH for short ones, LONG_JOB_DEPTH for long or untimed ones.
+    #[test]
+    fn a_lanes_depth_follows_its_jobs_length() {
+        let depth = |ns: &[u64]| (0..).find(|&n| !book(ns, n).has_room()).unwrap() as u32;
+        assert_eq!(depth(&[300; 8]), crate::lane::MAILBOX_DEPTH);
+        assert_eq!(depth(&[5_000; 8]), SHORT_JOB_DEPTH);
+        assert_eq!(depth(&[3_000_000]), LONG_JOB_DEPTH);
+        assert_eq!(depth(&[]), LONG_JOB_DEPTH);
     }
 
     #[test]

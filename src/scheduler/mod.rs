@@ -24,7 +24,7 @@ pub mod queues;
 mod stall;
 
 use book::LaneBook;
-pub use book::{left_caches_cold, PACK_JOB_NS, SHORT_JOB_NS, STUCK_SWEEP};
+pub use book::{left_caches_cold, PACK_JOB_NS, SHORT_JOB_DEPTH, SHORT_JOB_NS, STUCK_SWEEP};
 use stall::{Stall, STALL_WARNING_AFTER};
 
 use crate::lane::{Completion, Job, LaneKind};
