@@ -26,8 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/"
 
 
 def own_costs(path, exe_name, events):
-    """Own cost per instruction address of the object named exe_name: the sum of the named
-    events (callgrind's names, e.g. Ir, or DLmr and DLmw with --cache-sim=yes)."""
+    """Own cost per instruction address of the object whose file is named exe_name (a saved
+    copy's short name must not match other objects by suffix): the sum of the named events
+    (callgrind's names, e.g. Ir, or DLmr and DLmw with --cache-sim=yes)."""
     cost = collections.Counter()
     names, obj, addr, after_calls = {}, None, 0, False
     cols = None
@@ -68,7 +69,7 @@ def own_costs(path, exe_name, events):
         if after_calls:
             after_calls = False
             continue
-        if obj and obj.endswith(exe_name):
+        if obj and os.path.basename(obj) == exe_name:
             # A cost line may stop early: trailing zero events are left out.
             cost[addr] += sum(int(parts[c]) for c in cols if c < len(parts))
     return cost

@@ -75,10 +75,11 @@ impl LaneKind {
 /// Jobs a lane can hold at once: the one it runs plus the ones queued behind it. The
 /// scheduler posts more than one only to a lane whose recent jobs were short (see
 /// `LaneBook::has_room`), so a stream of tiny tasks does not pay a scheduler round trip per task,
-/// while long tasks keep the seed's one-job-per-idle-lane placement. This many for tiny jobs:
-/// against 8, W4 on 2 SUB lanes took 0.86 of the time in 100 interleaved rounds in each order
-/// of the two builds, W3 0.91-0.97, W1 level (`scripts/ab_bench.sh`; 64 against 32, 60
-/// rounds each way: W4 0.84-0.90, W3 1.05-1.09).
+/// while long tasks keep the seed's one-job-per-idle-lane placement. This many for tiny jobs
+/// (short ones hold `scheduler::SHORT_JOB_DEPTH`): against 8, W4 on 2 SUB lanes took 0.90 and
+/// 0.91 of the time in 100 interleaved rounds in each order of the two builds, W1 level, W3
+/// 0.97 and 1.15 (`scripts/ab_bench.sh`); 64 against 32, 60 rounds each way: W4 0.84-0.90,
+/// W3 1.05-1.09.
 pub const MAILBOX_DEPTH: u32 = 32;
 
 /// How long a parked idle lane sleeps before it looks around (`scheduler::idle_sweep`);
