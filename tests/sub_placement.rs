@@ -92,13 +92,22 @@ const LOOKS_MOVE_THEM_WITHIN: Duration = Duration::from_millis(1500);
 
 #[test]
 fn jobs_queued_behind_a_stalled_tiny_job_move_to_the_idle_lane() {
-    stalled_tiny_job(false, LOOKS_MOVE_THEM_WITHIN);
+    stalled_tiny_job(false, LOOKS_MOVE_THEM_WITHIN, 3, 1);
 }
 
 /// The same with the idle lane parked first: it wakes to look from time to time.
 #[test]
 fn jobs_queued_behind_a_stalled_tiny_job_move_to_a_parked_lane() {
-    stalled_tiny_job(true, LOOKS_MOVE_THEM_WITHIN);
+    stalled_tiny_job(true, LOOKS_MOVE_THEM_WITHIN, 3, 1);
+}
+
+/// A lane of tiny jobs holds up to MAILBOX_DEPTH, its stalled job included: more than that
+/// submitted behind it, the attempt counts once the lane's whole mailbox was taken back
+/// (MAILBOX_DEPTH - 1 moves; the rest went to the other lane), and none ran behind it.
+#[test]
+fn a_full_mailbox_behind_a_stalled_tiny_job_moves_to_the_idle_lane() {
+    let depth = dagrt::lane::MAILBOX_DEPTH as usize;
+    stalled_tiny_job(false, LOOKS_MOVE_THEM_WITHIN, depth + 8, depth as u64 - 1);
 }
 
 #[test]

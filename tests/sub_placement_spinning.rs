@@ -16,5 +16,5 @@ fn jobs_queued_behind_a_stalled_tiny_job_move_to_a_spinning_lane() {
     // Three spinning threads on two cores: the looks are slower to come (about 45 ms here),
     // and the checks of the passes they run would move the jobs without them; only the
     // liveness is checked.
-    common::gated::stalled_tiny_job(false, std::time::Duration::from_secs(10));
+    common::gated::stalled_tiny_job(false, std::time::Duration::from_secs(10), 3, 1);
 }
