@@ -24,7 +24,11 @@
 //! Output: one JSON object per (workload, lanes, kind) on stdout; progress on stderr. Besides
 //! the required fields it carries `window`, `submit_ns_per_task_median` (first submission to the
 //! return of close_run_submission: the submitting thread's share), `samples_ns` (per-rep totals,
-//! in run order) and, for W3, `reducer_submit_ns_median` (the 10000-input reducer's submit call).
+//! in run order), for W3 `reducer_submit_ns_median` (the 10000-input reducer's submit call),
+//! and, where the kernel keeps per-thread accounting, each thread's CPU time and run-queue
+//! wait per task over the timed reps (`cpu_ns_per_task`, `runqueue_wait_ns_per_task`, by role:
+//! `submit` (submits, close and the wait for the run), `scheduler`, `lane-K`) and the CPU of
+//! all of them together (`cpu_total_ns_per_task`; see `workloads/thread_cpu.rs`).
 //! Timing: from just before `dagrt_begin_run` (the first submission follows immediately) to
 //! the return of `dagrt_wait_run` (the run's fence: every task completed and consumed),
 //! divided by the task count; median / min / max over the timed repetitions.
@@ -36,6 +40,8 @@
 // (Only its `--help`: this bench drives the engine through the C ABI, not the Rust set-up.)
 #[allow(dead_code)]
 mod common;
+#[path = "workloads/thread_cpu.rs"]
+mod thread_cpu;
 
 use dagrt::callable::Callable;
 use dagrt::capi::args::dagrt_tensor_init;
@@ -367,6 +373,9 @@ impl Engine {
     /// Time one run: begin, `build` (all submissions), close, wait.
     fn timed_run(&self, build: impl FnOnce(&Engine)) -> Sample {
         let mut run = 0;
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        let before = thread_cpu::snapshot(me);
         let t0 = Instant::now();
         check(dagrt_begin_run(self.o, &mut run), "dagrt_begin_run");
         if self.scope > 0 {
@@ -384,11 +393,16 @@ impl Engine {
         let submit = t0.elapsed().as_nanos() as u64;
         check(dagrt_wait_run(self.w, run), "dagrt_wait_run");
         let total = t0.elapsed().as_nanos() as u64;
+        let cpu = match (before, thread_cpu::snapshot(me)) {
+            (Some(a), Some(b)) => thread_cpu::between(&a, &b),
+            _ => Default::default(),
+        };
         check(dagrt_release_run(self.w, run), "dagrt_release_run");
         Sample {
             total,
             submit,
             extra: 0,
+            cpu,
         }
     }
 }
@@ -403,7 +417,7 @@ impl Drop for Engine {
 // Workloads. Each returns (task count, per-rep samples), warm-up excluded.
 
 /// One timed repetition, in ns.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Sample {
     /// First submission to run completion: the reported figure.
     total: u64,
@@ -412,6 +426,9 @@ struct Sample {
     submit: u64,
     /// Workload-specific diagnostic (W3: the reducer's submit call alone).
     extra: u64,
+    /// CPU time and run-queue wait by thread role, from just before the run to its end
+    /// (empty without the kernel's accounting).
+    cpu: std::collections::BTreeMap<String, thread_cpu::Use>,
 }
 
 struct Opts {
@@ -639,8 +656,13 @@ fn main() {
                 } else {
                     String::new()
                 };
+                let mut cpu = Default::default();
+                for x in &samples {
+                    thread_cpu::add(&mut cpu, &x.cpu);
+                }
+                let cpu = thread_cpu::json_fields(&cpu, (tasks * samples.len()) as f64);
                 println!(
-                    "{{\"workload\":\"{w}\",\"lanes\":{nl},\"lane_kind\":\"{}\",\"threads\":{},\"tasks\":{tasks},\"ns_per_task_median\":{:.1},\"ns_per_task_min\":{:.1},\"ns_per_task_max\":{:.1},\"reps\":{},\"window\":{},\"submit_ns_per_task_median\":{:.1}{extra},\"samples_ns\":{:?}}}",
+                    "{{\"workload\":\"{w}\",\"lanes\":{nl},\"lane_kind\":\"{}\",\"threads\":{},\"tasks\":{tasks},\"ns_per_task_median\":{:.1},\"ns_per_task_min\":{:.1},\"ns_per_task_max\":{:.1},\"reps\":{},\"window\":{},\"submit_ns_per_task_median\":{:.1}{extra}{cpu},\"samples_ns\":{:?}}}",
                     k.name(),
                     nl + 2,
                     per(med(&total)),
