@@ -75,7 +75,7 @@ def main():
                 r.get("submit_ns_per_task_median", float("nan")) for r in rs),
             "reducer_submit_ns_median": (statistics.median(r["reducer_submit_ns_median"] for r in rs)
                                          if "reducer_submit_ns_median" in rs[0] else None),
-            "rounds": len(rs), "reps": rs[0]["reps"]})
+            "rounds": len(rs), "reps": rs[0]["reps"], **cpu_medians(rs)})
     for (peer, w), vs in sorted(pe.items()):
         summary["peers_all"].append({"peer": peer, "workload": w,
                                      "ns_per_task_median": statistics.median(vs),
@@ -137,6 +137,14 @@ def main():
     print("  ".join(h.rjust(wd) for h, wd in zip(hdr, widths)))
     for r in rows:
         print("  ".join(str(c).rjust(wd) for c, wd in zip(r, widths)))
+    floors = [(w, ent["dagrt_best_kind"], m["cpu_ns_per_task"]["submit"])
+              for w, ent in summary["workloads"].items() if ent["dagrt_best_kind"]
+              for m in summary["dagrt_all"]
+              if (m["workload"], m["lanes"], m["lane_kind"]) == (w, lanes, ent["dagrt_best_kind"])
+              and "submit" in m.get("cpu_ns_per_task", {})]
+    if floors:
+        print("dagrt's submitting thread, CPU ns per task (a floor under dagrt's figure: every "
+              "submit runs on it): " + ", ".join(f"{w} {v:.0f} ({k})" for w, k, v in floors))
     if summary["phys"]:
         print("machine floor (phys, ns): " + ", ".join(
             f"{k}={v:.0f}" for k, v in summary["phys"].items()))
@@ -148,7 +156,10 @@ def main():
             print(f"  {r['workload']} lanes={r['lanes']} {r['lane_kind']:5} threads={r['threads']}: "
                   f"{r['ns_per_task_median']:.0f} [{r['ns_per_task_min']:.0f}-{r['ns_per_task_max']:.0f}]"
                   f"  submit {r['submit_ns_per_task_median']:.0f}"
-                  + (f"  reducer submit {red / 1e6:.1f} ms" if red else ""))
+                  + (f"  reducer submit {red / 1e6:.1f} ms" if red else "")
+                  + ("  cpu " + " ".join(f"{k} {v:.0f}" for k, v in r["cpu_ns_per_task"].items())
+                     + f" total {r['cpu_total_ns_per_task']:.0f}"
+                     if "cpu_ns_per_task" in r else ""))
     host = host_phases(d)
     if host:
         summary["host_probe_ms"] = host
@@ -165,6 +176,18 @@ def main():
             print(f"  round {rnd[1:]}: {cells}{note}")
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
+
+
+def cpu_medians(rs):
+    """The per-thread CPU fields of a dagrt measurement's rounds (benches/workloads/
+    thread_cpu.rs), as medians over the rounds that have them; {} when none has."""
+    rs = [r for r in rs if "cpu_ns_per_task" in r]
+    if not rs:
+        return {}
+    roles = sorted({k for r in rs for k in r["cpu_ns_per_task"]})
+    return {"cpu_ns_per_task": {k: statistics.median(r["cpu_ns_per_task"].get(k, 0.0) for r in rs)
+                                for k in roles},
+            "cpu_total_ns_per_task": statistics.median(r["cpu_total_ns_per_task"] for r in rs)}
 
 
 def host_phases(d):

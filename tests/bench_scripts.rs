@@ -34,13 +34,17 @@ fn python(script: &str, args: &[&Path], extra: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// One line of the workloads bench's output.
+/// One line of the workloads bench's output (the submitting thread's CPU 20 ns a task under
+/// the median, a lane's 50).
 fn dagrt_line(w: &str, kind: &str, median: f64) -> String {
     serde_json::json!({
         "workload": w, "lanes": 2, "lane_kind": kind, "threads": 4, "tasks": 100000,
         "window": 131072, "reps": 5, "ns_per_task_median": median,
         "ns_per_task_min": median - 10.0, "ns_per_task_max": median + 10.0,
         "submit_ns_per_task_median": median - 5.0, "samples_ns": [],
+        "cpu_ns_per_task": {"submit": median - 20.0, "lane-0": 50.0},
+        "runqueue_wait_ns_per_task": {"submit": 1.0, "lane-0": 2.0},
+        "cpu_total_ns_per_task": median + 30.0,
     })
     .to_string()
 }
@@ -105,6 +109,25 @@ fn compare_takes_medians_over_rounds_and_marks_mixed_rounds() {
         assert!(close(*got, want), "per round {per_round:?}");
     }
     assert!(table.contains("0.50/0.80/0.50"), "{table}");
+    // The submitting thread's CPU, as medians over rounds (80, 100, 90), for the best kind.
+    let sub = s["dagrt_all"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["lane_kind"] == "sub")
+        .unwrap();
+    assert!(
+        close(sub["cpu_ns_per_task"]["submit"].as_f64().unwrap(), 90.0),
+        "{sub}"
+    );
+    assert!(
+        close(sub["cpu_total_ns_per_task"].as_f64().unwrap(), 140.0),
+        "{sub}"
+    );
+    assert!(
+        table.contains("every submit runs on it): W1 90 (sub)"),
+        "{table}"
+    );
     // The mixed round, and only it, is marked.
     let marked: Vec<&str> = table.lines().filter(|l| l.contains("mixed")).collect();
     assert_eq!(marked.len(), 1, "{table}");
