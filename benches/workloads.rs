@@ -417,7 +417,6 @@ impl Drop for Engine {
 // Workloads. Each returns (task count, per-rep samples), warm-up excluded.
 
 /// One timed repetition, in ns.
-#[derive(Clone)]
 struct Sample {
     /// First submission to run completion: the reported figure.
     total: u64,
