@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Summarize scripts/bench_pairs.sh: per workload, dagrt's lane kind with the lowest median over
-all pairs, and the median (and quartiles) of the per-pair ratios dagrt / best peer of that pair.
+all pairs, and the median (and quartiles) of the per-pair ratios dagrt / best peer of that pair;
+where the pairs ran benches/floor.rs ("floor-l1", "floor-l2"), the same for its best lane count
+(floor / best peer of each pair: what the bare mechanism costs here).
 
 Usage: bench_pairs.py PAIRS_JSONL [--json]
 """
@@ -18,6 +20,21 @@ def quartiles(xs):
     return q[0], q[2]
 
 
+def best_ratios(runs, peers):
+    """Of `runs` (who -> {pair: ns}), the one with the lowest median over its pairs, and its
+    per-pair ratios against each pair's best peer, with how often each peer was that best."""
+    who = min(runs, key=lambda k: st.median(runs[k].values()))
+    ratios, best_peers = [], collections.Counter()
+    for p, d in sorted(runs[who].items()):
+        here = {w: v[p] for w, v in peers.items() if p in v}
+        if not here:
+            continue
+        best = min(here, key=here.get)
+        best_peers[best] += 1
+        ratios.append(d / here[best])
+    return who, ratios, best_peers
+
+
 def summarize(lines):
     # fig[(workload, who)][pair] = ns per task (median of that run's reps)
     fig = collections.defaultdict(dict)
@@ -26,22 +43,16 @@ def summarize(lines):
     rows = []
     for w in sorted({w for w, _ in fig}):
         kinds = {who: v for (ww, who), v in fig.items() if ww == w and who.startswith("dagrt-")}
-        peers = {who: v for (ww, who), v in fig.items() if ww == w and not who.startswith("dagrt-")}
+        floors = {who: v for (ww, who), v in fig.items() if ww == w and who.startswith("floor-")}
+        peers = {who: v for (ww, who), v in fig.items()
+                 if ww == w and not who.startswith(("dagrt-", "floor-"))}
         if not kinds or not peers:
             continue
-        kind = min(kinds, key=lambda k: st.median(kinds[k].values()))
-        ratios, best_peers = [], collections.Counter()
-        for p, d in sorted(kinds[kind].items()):
-            here = {who: v[p] for who, v in peers.items() if p in v}
-            if not here:
-                continue
-            best = min(here, key=here.get)
-            best_peers[best] += 1
-            ratios.append(d / here[best])
+        kind, ratios, best_peers = best_ratios(kinds, peers)
         if not ratios:
             continue
         lo, hi = quartiles(ratios)
-        rows.append({
+        row = {
             "workload": w,
             "dagrt_kind": kind.removeprefix("dagrt-"),
             "dagrt_ns_median": st.median(kinds[kind].values()),
@@ -53,7 +64,14 @@ def summarize(lines):
             "ratio_q3": hi,
             "ratio_min": min(ratios),
             "ratio_max": max(ratios),
-        })
+        }
+        if floors:
+            fwho, fratios, _ = best_ratios(floors, peers)
+            if fratios:
+                row["floor_lanes"] = int(fwho.removeprefix("floor-l"))
+                row["floor_ns_median"] = st.median(floors[fwho].values())
+                row["floor_ratio_median"] = st.median(fratios)
+        rows.append(row)
     return rows
 
 
@@ -71,6 +89,12 @@ def main():
         peers = " ".join(f"{k.split('-')[0]} {v:.0f}" for k, v in r["peer_ns_median"].items())
         print(f"{r['workload']:4}{r['dagrt_ns_median']:>11.0f} ({r['dagrt_kind']:>5})  {peers:<28} {r['pairs']:>5}"
               f"  {r['ratio_median']:>12.2f}  {r['ratio_q1']:.2f}-{r['ratio_q3']:.2f}  {r['ratio_min']:.2f}-{r['ratio_max']:.2f}")
+    floors = [r for r in rows if "floor_ns_median" in r]
+    if floors:
+        print("the floor (benches/floor.rs, the bare mechanism, not dagrt): floor / best peer of each pair")
+        for r in floors:
+            print(f"{r['workload']:4}{r['floor_ns_median']:>11.0f} ({r['floor_lanes']} lane{'s' if r['floor_lanes'] > 1 else ''})"
+                  f"  {r['floor_ratio_median']:>12.2f}")
 
 
 if __name__ == "__main__":

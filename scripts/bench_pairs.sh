@@ -14,7 +14,9 @@
 #   pairs.txt (the table) go. BENCH_EXE: the workloads bench executable (default: OUT_DIR's
 #   workloads-bench, as scripts/bench.sh leaves it, else built with cargo).
 # Env: PAIRS (default 10); PEERS_DIR (default /work/shared/bench/peers); PEERS_BUILD (default
-#   target/peers-build: the peer binaries run.sh builds; run.sh is run once if they are missing).
+#   target/peers-build: the peer binaries run.sh builds; run.sh is run once if they are missing);
+#   FLOOR (default 1): each pair also runs benches/floor.rs on 1 and 2 lanes (the bare
+#   mechanism's cost, not dagrt: see that file), reported as floor / best peer of each pair.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,6 +26,10 @@ mkdir -p "$out"
 exe=${2:-$out/workloads-bench}
 if [ ! -x "$exe" ]; then
     exe=$("$root/scripts/build_bench.sh" "$out/pairs-build.log")
+fi
+floor_exe=
+if [ "${FLOOR:-1}" = 1 ]; then
+    floor_exe=$("$root/scripts/build_bench.sh" "$out/pairs-floor-build.log" floor)
 fi
 PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
 pb=${PEERS_BUILD:-$root/target/peers-build}
@@ -50,6 +56,15 @@ for line in sys.stdin:
     j["pair"] = int(sys.argv[1]); j["who"] = "dagrt-" + j["lane_kind"]
     print(json.dumps(j))' "$1"
 }
+floor() {
+    [ -n "$floor_exe" ] || return 0
+    "$floor_exe" --lanes 1,2 --reps 5 2> /dev/null | python3 -c '
+import sys, json
+for line in sys.stdin:
+    j = json.loads(line)
+    j["pair"] = int(sys.argv[1]); j["who"] = "floor-l%d" % j["lanes"]
+    print(json.dumps(j))' "$1"
+}
 
 : > "$out/pairs.jsonl"
 for p in $(seq "${PAIRS:-10}"); do
@@ -58,7 +73,9 @@ for p in $(seq "${PAIRS:-10}"); do
         dagrt "$p" >> "$out/pairs.jsonl"
         peer tbb "$p" >> "$out/pairs.jsonl"
         peer omp "$p" >> "$out/pairs.jsonl"
+        floor "$p" >> "$out/pairs.jsonl"
     else
+        floor "$p" >> "$out/pairs.jsonl"
         peer omp "$p" >> "$out/pairs.jsonl"
         peer tbb "$p" >> "$out/pairs.jsonl"
         dagrt "$p" >> "$out/pairs.jsonl"

@@ -150,12 +150,16 @@ fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
         (120.0, 240.0, 480.0),
         (90.0, 450.0, 180.0),
     ];
+    // The floor on 1 lane runs at a tenth of dagrt's sub, on 2 at a fifth: 1 lane is its best,
+    // and never counts as a peer (nor as dagrt).
     for (p, &(sub, tbb, omp)) in pairs.iter().enumerate() {
         for (who, v) in [
             ("dagrt-sub", sub),
             ("dagrt-next", sub * 3.0),
             ("tbb-t2", tbb),
             ("omp-t2", omp),
+            ("floor-l1", sub / 10.0),
+            ("floor-l2", sub / 5.0),
         ] {
             lines.push(
                 serde_json::json!({"pair": p, "workload": "W1", "who": who,
@@ -177,6 +181,15 @@ fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
     assert!(close(r["ratio_max"].as_f64().unwrap(), 1.5), "{r}");
     assert_eq!(r["best_peer_counts"]["tbb-t2"], 2, "{r}");
     assert_eq!(r["best_peer_counts"]["omp-t2"], 2, "{r}");
+    assert_eq!(r["floor_lanes"], 1, "{r}");
+    // 10 / 15 / 12 / 9 ns: median 11; ratios a tenth of dagrt's.
+    assert!(close(r["floor_ns_median"].as_f64().unwrap(), 11.0), "{r}");
+    assert!(
+        close(r["floor_ratio_median"].as_f64().unwrap(), 0.05),
+        "{r}"
+    );
+    let text = python("bench_pairs.py", &[&path], &[]);
+    assert!(text.contains("the floor"), "{text}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
