@@ -10,10 +10,20 @@
 //!   --workloads W1,W2,W3,W4   workloads to run (default all)
 //!   --lanes 1,2               lane threads besides the submitting thread (default 1,2)
 //!   --reps R                  timed repetitions (default 5; one untimed warm-up before them)
-//!   --slot-bytes B            a cost added back, not part of the floor: each task also owns B
-//!                             bytes (rounded up to lines) that its submit clears and its lane
-//!                             reads a byte of per line, the way a slot of 64 + B bytes would
-//!                             be reset and read (dagrt's is 640: B = 576). Default 0.
+//!
+//! Costs added back, one at a time or together (none is part of the floor; each is a way dagrt
+//! is built, so that what it costs on this machine can be read off):
+//!   --slot-bytes B            each task also owns B bytes (rounded up to lines) that its
+//!                             submit clears and its lane reads a byte of per line, the way a
+//!                             slot of 64 + B bytes is reset and read (dagrt's is 640: B = 576)
+//!   --locks K                 K lock-unlock pairs of the task's mutex in its submit and K in
+//!                             its completion (dagrt takes the orchestrator's and the
+//!                             TensorMap's locks per submit, and the slot's `fanout_mu` at
+//!                             publication, completion and release)
+//!   --hop 1                   a scheduler thread between the submitter and the lanes: tasks
+//!                             ready at their submit go to it, lanes report each finished task
+//!                             to it, and it releases the consumers and places every ready task
+//!                             (dagrt's topology; 2 lanes are then 4 threads, as in dagrt)
 //!
 //! What it does per task, and nothing else: the submitting thread copies the task's tensors
 //! (`dagrt_tensor`s, 104 bytes each) into an append-only arena, takes each tensor's byte range
@@ -30,7 +40,8 @@
 //! those is a seed requirement dagrt pays for, so dagrt cannot go below these figures by
 //! tuning; how far below the peers they are says what a 2-core machine allows.
 //!
-//! Output: one JSON object per (workload, lanes) on stdout, with `bench: "floor"`, `tasks`,
+//! Output: one JSON object per (workload, lanes) on stdout, with `bench: "floor"`, the options
+//! (`slot_bytes`, `locks`, `hop`), `threads`, `tasks`,
 //! `ns_per_task_median` / `_min` / `_max` and `samples_ns`. Timing as in the peers and the
 //! workloads bench: first submission to the last task's completion, divided by the task count,
 //! median over the timed repetitions. Each rep's results are checked as the workloads bench
@@ -38,24 +49,30 @@
 
 #[path = "floor/runtime.rs"]
 mod runtime;
+#[path = "floor/submit.rs"]
+mod submit;
+#[path = "floor/workloads.rs"]
+mod workloads;
 // (Only its `--help` and flag parsing: this bench builds no dagrt worker.)
 #[allow(dead_code)]
 mod common;
 
-use runtime::{w1, w2, w3, w4, Opts};
+use workloads::{w1, w2, w3, w4, Opts};
 
 fn main() {
     common::exit_on_help(include_str!("floor.rs"));
     let mut workloads: Vec<String> = ["W1", "W2", "W3", "W4"].map(String::from).to_vec();
     let mut lanes = vec![1, 2];
     let mut reps = 5;
-    let mut slot_bytes = 0;
+    let (mut slot_bytes, mut locks, mut hop) = (0, 0, false);
     for (k, v) in common::flag_pairs() {
         match k.as_str() {
             "--workloads" => workloads = v.split(',').map(str::to_uppercase).collect(),
             "--lanes" => lanes = v.split(',').map(|x| x.parse().expect("--lanes")).collect(),
             "--reps" => reps = v.parse().expect("--reps"),
             "--slot-bytes" => slot_bytes = v.parse().expect("--slot-bytes"),
+            "--locks" => locks = v.parse().expect("--locks"),
+            "--hop" => hop = v == "1",
             _ => panic!("unknown option {k} (see --help)"),
         }
     }
@@ -64,9 +81,11 @@ fn main() {
             let o = Opts {
                 lanes: l,
                 reps,
-                slot_bytes,
                 n: None,
                 layers: None,
+                slot_bytes,
+                locks,
+                hop,
             };
             let (tasks, samples) = match w.as_str() {
                 "W1" => w1(&o),
@@ -83,8 +102,10 @@ fn main() {
                     "bench": "floor",
                     "workload": w,
                     "lanes": l,
-                    "threads": l + 1,
+                    "threads": l + 1 + usize::from(hop),
                     "slot_bytes": slot_bytes,
+                    "locks": locks,
+                    "hop": hop,
                     "tasks": tasks,
                     "ns_per_task_median": per[per.len() / 2],
                     "ns_per_task_min": per[0],

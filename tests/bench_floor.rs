@@ -3,27 +3,32 @@
 //! bench checks dagrt's (every task ran, and after its producers: W3's consumers copy the
 //! producer's byte, W4's tasks check their three inputs' layer tags), and panics otherwise.
 
-#[allow(dead_code)]
 #[path = "../benches/floor/runtime.rs"]
 mod runtime;
+#[path = "../benches/floor/submit.rs"]
+mod submit;
+#[path = "../benches/floor/workloads.rs"]
+mod workloads;
 
-use runtime::{w1, w2, w3, w4, Opts};
+use workloads::{w1, w2, w3, w4, Opts};
 
-fn opts(lanes: usize, slot_bytes: usize) -> Opts {
-    Opts {
-        lanes,
-        reps: 3,
-        slot_bytes,
-        n: Some(3000),
-        layers: Some(60),
-    }
-}
-
+/// Every workload, on 1 and 2 lanes, bare and with each cost added back (with `--hop`, the
+/// scheduler thread releases the consumers and places the tasks instead of the lanes).
 #[test]
 fn every_workload_runs_in_dependency_order_on_one_and_two_lanes() {
     for lanes in [1, 2] {
-        for slot_bytes in [0, 100] {
-            let o = opts(lanes, slot_bytes);
+        for (slot_bytes, locks, hop) in
+            [(0, 0, false), (100, 0, false), (0, 2, false), (0, 0, true)]
+        {
+            let o = Opts {
+                lanes,
+                reps: 3,
+                n: Some(3000),
+                layers: Some(60),
+                slot_bytes,
+                locks,
+                hop,
+            };
             let runs = [
                 ("W1", w1(&o), 3000),
                 ("W2", w2(&o), 3000),
