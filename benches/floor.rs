@@ -20,10 +20,11 @@
 //!                             its completion (dagrt takes the orchestrator's and the
 //!                             TensorMap's locks per submit, and the slot's `fanout_mu` at
 //!                             publication, completion and release)
-//!   --hop 1                   a scheduler thread between the submitter and the lanes: tasks
+//!   --hop 1                   a scheduler role between the submitter and the lanes: tasks
 //!                             ready at their submit go to it, lanes report each finished task
-//!                             to it, and it releases the consumers and places every ready task
-//!                             (dagrt's topology; 2 lanes are then 4 threads, as in dagrt)
+//!                             to it, and it releases the consumers and places every ready task;
+//!                             a scheduler thread plays it, or a lane that finds it free after
+//!                             a task (dagrt's topology; 2 lanes are then 4 threads, as in dagrt)
 //!
 //! What it does per task, and nothing else: the submitting thread copies the task's tensors
 //! (`dagrt_tensor`s, 104 bytes each) into an append-only arena, takes each tensor's byte range

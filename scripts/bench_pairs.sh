@@ -31,39 +31,20 @@ floor_exe=
 if [ "${FLOOR:-1}" = 1 ]; then
     floor_exe=$("$root/scripts/build_bench.sh" "$out/pairs-floor-build.log" floor)
 fi
-PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
-pb=${PEERS_BUILD:-$root/target/peers-build}
-if [ ! -x "$pb/tbb_bench" ] || [ ! -x "$pb/omp_bench" ]; then
-    echo "== building the peers (run.sh, once)" >&2
-    PY=0 PEERS_BUILD=$pb "$PEERS_DIR/run.sh" > "$out/pairs-peers-build.log" 2>&1
-fi
+pb=$("$root/scripts/build_peers.sh" "$out/pairs-peers-build.log")
 
-# One peer line "peer workload N ns" as a JSON object of the pair.
+# One peer's lines, as JSON objects of the pair.
 peer() {
-    "$pb/$1_bench" "$1-t2" 2 | python3 -c '
-import sys, json
-for line in sys.stdin:
-    f = line.split()
-    if len(f) == 4:
-        print(json.dumps({"pair": int(sys.argv[1]), "who": f[0], "workload": f[1],
-                          "ns_per_task_median": float(f[3])}))' "$2"
+    "$pb/$1_bench" "$1-t2" 2 | python3 "$root/scripts/tag_lines.py" "$2" ''
 }
 dagrt() {
-    "$exe" --lanes 2 --kinds sub,next,next1 --reps 5 2> /dev/null | python3 -c '
-import sys, json
-for line in sys.stdin:
-    j = json.loads(line)
-    j["pair"] = int(sys.argv[1]); j["who"] = "dagrt-" + j["lane_kind"]
-    print(json.dumps(j))' "$1"
+    "$exe" --lanes 2 --kinds sub,next,next1 --reps 5 2> /dev/null |
+        python3 "$root/scripts/tag_lines.py" "$1" 'dagrt-{lane_kind}'
 }
 floor() {
     [ -n "$floor_exe" ] || return 0
-    "$floor_exe" --lanes 1,2 --reps 5 2> /dev/null | python3 -c '
-import sys, json
-for line in sys.stdin:
-    j = json.loads(line)
-    j["pair"] = int(sys.argv[1]); j["who"] = "floor-l%d" % j["lanes"]
-    print(json.dumps(j))' "$1"
+    "$floor_exe" --lanes 1,2 --reps 5 2> /dev/null |
+        python3 "$root/scripts/tag_lines.py" "$1" 'floor-l{lanes}'
 }
 
 : > "$out/pairs.jsonl"

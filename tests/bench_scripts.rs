@@ -266,3 +266,83 @@ fn cg_lines_sums_the_named_events() {
     assert!(err.contains("no event D1mr"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `tag_lines.py` turns a JSON bench line and a peer line into tagged objects (the WHO format
+/// filled from the JSON's fields), drops anything else; `floor_ladder.py` takes medians over
+/// rounds and, for the floor and dagrt only, the median of the per-round ratios to that round's
+/// best peer.
+#[test]
+fn ladder_tags_lines_and_takes_ratios_to_each_rounds_best_peer() {
+    let d = scratch("ladder");
+    let raw = d.join("raw.txt");
+    std::fs::write(
+        &raw,
+        "{\"workload\": \"W1\", \"lanes\": 2, \"ns_per_task_median\": 50.0}\n\
+         tbb-t2 W1 100000 200.0\nphys spsc_ring_per_item\n",
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/tag_lines.py"))
+        .args(["1", "floor-l{lanes}"])
+        .stdin(std::fs::File::open(&raw).unwrap())
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success());
+    let tagged: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(tagged.len(), 2, "{tagged:?}");
+    assert_eq!(tagged[0]["who"], "floor-l2");
+    assert_eq!(tagged[0]["pair"], 1);
+    assert_eq!(tagged[1]["who"], "tbb-t2");
+    assert!(close(
+        tagged[1]["ns_per_task_median"].as_f64().unwrap(),
+        200.0
+    ));
+
+    // Per round: floor-bare, dagrt-sub, TBB, OpenMP. Best peer 150, 100, 100.
+    let rounds = [
+        (50.0, 300.0, 200.0, 150.0),
+        (60.0, 310.0, 100.0, 300.0),
+        (70.0, 320.0, 400.0, 100.0),
+    ];
+    let mut lines = Vec::new();
+    for (r, &(bare, dagrt, tbb, omp)) in rounds.iter().enumerate() {
+        for (who, v) in [
+            ("floor-bare", bare),
+            ("dagrt-sub", dagrt),
+            ("tbb-t2", tbb),
+            ("omp-t2", omp),
+        ] {
+            lines.push(
+                serde_json::json!({"pair": r, "workload": "W1", "who": who,
+                                   "ns_per_task_median": v})
+                .to_string(),
+            );
+        }
+    }
+    let path = d.join("ladder.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let rows: Value = serde_json::from_str(&python("floor_ladder.py", &[&path], &["--json"]))
+        .expect("--json output");
+    let r = &rows[0];
+    let ns = |who: &str| r["ns_median"][who].as_f64().unwrap();
+    assert!(
+        close(ns("floor-bare"), 60.0) && close(ns("dagrt-sub"), 310.0),
+        "{r}"
+    );
+    assert!(
+        close(ns("tbb-t2"), 200.0) && close(ns("omp-t2"), 150.0),
+        "{r}"
+    );
+    // floor: 50/150, 60/100, 70/100 -> 0.6; dagrt: 2.0, 3.1, 3.2 -> 3.1; peers get none.
+    let ratio = |who: &str| r["ratio_median"][who].as_f64().unwrap();
+    assert!(close(ratio("floor-bare"), 0.6), "{r}");
+    assert!(close(ratio("dagrt-sub"), 3.1), "{r}");
+    assert!(r["ratio_median"].get("tbb-t2").is_none(), "{r}");
+    let text = python("floor_ladder.py", &[&path], &[]);
+    assert!(text.contains("bare") && text.contains("0.60"), "{text}");
+    let _ = std::fs::remove_dir_all(&d);
+}

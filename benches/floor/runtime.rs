@@ -135,6 +135,7 @@ pub struct Graph {
     pub w4_violations: AtomicU64,
     pub locks: usize,
     pub hop: bool,
+    pub role: Mutex<Role>,
     /// `--slot-bytes`: each task's extra lines (`extra` of them), written at submit.
     extra: usize,
     lines: Box<[UnsafeCell<[u8; 64]>]>,
@@ -190,6 +191,7 @@ impl Graph {
             w4_violations: AtomicU64::new(0),
             locks: o.locks,
             hop: o.hop,
+            role: Mutex::new(Role::new(o.lanes)),
             extra,
             lines: (0..tasks * extra)
                 .map(|_| UnsafeCell::new([0; 64]))
@@ -328,8 +330,62 @@ pub fn lane(g: Arc<Graph>, me: usize, local: Deque<u32>, stealers: Arc<Vec<Steal
     }
 }
 
-/// `--hop`, a lane: runs what the scheduler thread puts in its inbox and reports each task to
-/// it as it finishes.
+/// `--hop`: the scheduler's state, held by whichever thread plays the role (the scheduler
+/// thread, or a lane that finds the role free after a task, as dagrt's lanes do); the lock
+/// keeps each ring end to one thread at a time.
+pub struct Role {
+    from_sub: Rx,
+    reports: Vec<Rx>,
+    to_lane: Vec<Tx>,
+    ready: Vec<u32>,
+    placed: u64,
+}
+
+impl Role {
+    pub fn new(lanes: usize) -> Role {
+        Role {
+            from_sub: Rx::default(),
+            reports: (0..lanes).map(|_| Rx::default()).collect(),
+            to_lane: (0..lanes).map(|_| Tx::default()).collect(),
+            ready: Vec::new(),
+            placed: 0,
+        }
+    }
+
+    /// One pass: the lanes' reports first (releasing consumers), then the submitter's ready
+    /// tasks; everything ready goes to the lanes, BATCH at a time round robin. Returns whether
+    /// it found anything.
+    fn pass(&mut self, g: &Graph) -> bool {
+        let lanes = g.inboxes.len();
+        let mut finished = 0;
+        for (l, rx) in self.reports.iter_mut().enumerate() {
+            while let Some(t) = rx.pop(&g.reports[l]) {
+                g.release(t, |c| self.ready.push(c));
+                finished += 1;
+            }
+        }
+        while let Some(t) = self.from_sub.pop(&g.to_sched) {
+            self.ready.push(t);
+        }
+        let busy = finished > 0 || !self.ready.is_empty();
+        for t in self.ready.drain(..) {
+            let l = (self.placed / BATCH) as usize % lanes;
+            self.to_lane[l].push(&g.inboxes[l], t, BATCH);
+            self.placed += 1;
+        }
+        for (l, tx) in self.to_lane.iter_mut().enumerate() {
+            tx.flush(&g.inboxes[l]);
+        }
+        if finished > 0 {
+            // One writer at a time: the role's lock orders the passes.
+            g.count(lanes, finished);
+        }
+        busy
+    }
+}
+
+/// `--hop`, a lane: runs what the role puts in its inbox, reports each task as it finishes, and
+/// then plays the role itself if it is free.
 pub fn hop_lane(g: Arc<Graph>, me: usize) {
     let (mut inbox, mut report) = (Rx::default(), Tx::default());
     let mut spins = 0;
@@ -339,6 +395,9 @@ pub fn hop_lane(g: Arc<Graph>, me: usize) {
                 spins = 0;
                 g.execute(t);
                 report.push(&g.reports[me], t, 1);
+                if let Ok(mut role) = g.role.try_lock() {
+                    role.pass(&g);
+                }
             }
             None if g.stop.load(Ordering::Relaxed) => return,
             None => idle(&mut spins),
@@ -346,37 +405,12 @@ pub fn hop_lane(g: Arc<Graph>, me: usize) {
     }
 }
 
-/// `--hop`, the scheduler thread: the lanes' reports first (releasing consumers), then the
-/// submitter's ready tasks; everything ready goes to the lanes, BATCH at a time round robin.
+/// `--hop`, the scheduler thread: passes whenever the role is free, spinning and yielding
+/// between them while they find nothing.
 pub fn scheduler(g: Arc<Graph>) {
-    let lanes = g.inboxes.len();
-    let mut from_sub = Rx::default();
-    let mut reports: Vec<Rx> = (0..lanes).map(|_| Rx::default()).collect();
-    let mut to_lane: Vec<Tx> = (0..lanes).map(|_| Tx::default()).collect();
-    let (mut ready, mut placed, mut spins) = (Vec::new(), 0u64, 0);
+    let mut spins = 0;
     loop {
-        let mut finished = 0;
-        for (l, rx) in reports.iter_mut().enumerate() {
-            while let Some(t) = rx.pop(&g.reports[l]) {
-                g.release(t, |c| ready.push(c));
-                finished += 1;
-            }
-        }
-        while let Some(t) = from_sub.pop(&g.to_sched) {
-            ready.push(t);
-        }
-        let busy = finished > 0 || !ready.is_empty();
-        for t in ready.drain(..) {
-            let l = (placed / BATCH) as usize % lanes;
-            to_lane[l].push(&g.inboxes[l], t, BATCH);
-            placed += 1;
-        }
-        for (l, tx) in to_lane.iter_mut().enumerate() {
-            tx.flush(&g.inboxes[l]);
-        }
-        if finished > 0 {
-            g.count(lanes, finished);
-        }
+        let busy = g.role.try_lock().is_ok_and(|mut role| role.pass(&g));
         if busy {
             spins = 0;
         } else if g.stop.load(Ordering::Relaxed) {
