@@ -48,6 +48,8 @@
 //! median over the timed repetitions. Each rep's results are checked as the workloads bench
 //! checks dagrt's (every task ran, after its producers).
 
+#[path = "common/buffers.rs"]
+mod buffers;
 #[path = "floor/runtime.rs"]
 mod runtime;
 #[path = "floor/submit.rs"]

@@ -38,11 +38,16 @@
 //! figures include the boundary's validation, orchestrator lock and panic guard.
 
 // (Only its `--help`: this bench drives the engine through the C ABI, not the Rust set-up.)
+#[path = "common/buffers.rs"]
+mod buffers;
 #[allow(dead_code)]
 mod common;
 #[path = "workloads/thread_cpu.rs"]
 mod thread_cpu;
 
+use buffers::{
+    tensor, w4_tag, Bufs, DTYPE_U8, TAG_INOUT, TAG_INPUT, TAG_OUTPUT, W1_N, W2_N, W3_N, W4_L, W4_W,
+};
 use dagrt::callable::Callable;
 use dagrt::capi::args::dagrt_tensor_init;
 use dagrt::capi::callable::dagrt_register_callable;
@@ -59,79 +64,9 @@ use dagrt::capi::worker::{
 use dagrt::error::Status;
 use dagrt::task::{TaskArgs, TaskView, Tensor};
 use dagrt::worker::WorkerConfig;
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
-
-const W1_N: usize = 100_000;
-const W2_N: usize = 100_000;
-const W3_N: usize = 10_000;
-const W4_W: usize = 64;
-const W4_L: usize = 1000;
-
-const DTYPE_U8: u32 = 0;
-const TAG_INPUT: u32 = 0;
-const TAG_OUTPUT: u32 = 1;
-const TAG_INOUT: u32 = 2;
-
-// ---------------------------------------------------------------------------------------------
-// Buffers: n cache lines, 64-byte aligned, zeroed (common.h alloc_bufs).
-
-struct Bufs {
-    p: *mut u8,
-    n: usize,
-}
-
-impl Bufs {
-    fn new(n: usize) -> Bufs {
-        let layout = Layout::from_size_align(n.max(1) * 64, 64).expect("layout");
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc_zeroed(layout) };
-        assert!(!p.is_null(), "out of memory");
-        Bufs { p, n }
-    }
-    fn at(&self, i: usize) -> *mut u8 {
-        assert!(i < self.n);
-        // SAFETY: i < n, so the offset stays inside the allocation.
-        unsafe { self.p.add(i * 64) }
-    }
-    /// First byte of buffer i (read between runs, when no task is running).
-    fn byte(&self, i: usize) -> u8 {
-        // SAFETY: in bounds (checked by `at`); no task touches the buffers between runs (the
-        // run's wait returned, which orders every task's writes before this read).
-        unsafe { std::ptr::read_volatile(self.at(i)) }
-    }
-    fn zero(&self) {
-        // SAFETY: the whole allocation, written while no task is running.
-        unsafe { std::ptr::write_bytes(self.p, 0, self.n * 64) };
-    }
-}
-
-impl Drop for Bufs {
-    fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.n.max(1) * 64, 64).expect("layout");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.p, layout) };
-    }
-}
-
-/// A 64-byte dense U8 view of `p`, filled in place the way a C host fills a `dagrt_tensor` on
-/// its stack (no call per tensor; `check_tensor_layout` verifies it matches
-/// `dagrt_tensor_init`).
-#[inline]
-fn tensor(p: *mut u8, tag: u32) -> Tensor {
-    Tensor {
-        data: p.cast(),
-        offset: 0,
-        ndim: 1,
-        dtype: DTYPE_U8,
-        tag,
-        reserved: 0,
-        shape: [64, 0, 0, 0, 0],
-        strides: [0; 5],
-    }
-}
 
 /// `tensor()` must describe exactly what `dagrt_tensor_init` would.
 fn check_tensor_layout() {
@@ -216,10 +151,6 @@ unsafe extern "C" fn exec_copy(task: *const TaskView, _: *mut c_void) -> i32 {
 
 static W4_BASE: AtomicUsize = AtomicUsize::new(0);
 static W4_VIOLATIONS: AtomicU64 = AtomicU64::new(0);
-
-fn w4_tag(l: usize) -> u8 {
-    (l % 255 + 1) as u8
-}
 
 /// W4: layer l's output gets tag(l); the three inputs must carry tag(l-1).
 unsafe extern "C" fn exec_stencil(task: *const TaskView, _: *mut c_void) -> i32 {

@@ -54,6 +54,13 @@ mkdir -p "$out"
     echo "rounds: $ROUNDS peers: $PEERS PY=${PY:-0}"
 } > "$out/env.txt"
 
+# What the Cholesky part builds with, installed now rather than found missing at the end.
+if [ "${CHOL:-1}" = 1 ]; then
+    . "$root/scripts/need_commands.sh"
+    need_commands cmake:cmake pkg-config:pkg-config cc:gcc >&2
+    need_packages libopenblas-dev liblapacke-dev >&2
+fi
+
 # Build once and run that executable directly in every round: `cargo bench` per round would
 # rebuild (and mix engine versions) if src/ changed while the rounds run.
 echo "== building dagrt bench (log: $out/build.log)" >&2

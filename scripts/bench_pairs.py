@@ -35,11 +35,16 @@ def best_ratios(runs, peers):
     return who, ratios, best_peers
 
 
-def summarize(lines):
-    # fig[(workload, who)][pair] = ns per task (median of that run's reps)
+def figures(lines):
+    """fig[(workload, who)][pair] = ns per task (the median of that run's reps)."""
     fig = collections.defaultdict(dict)
     for j in lines:
         fig[(j["workload"], j["who"])][j["pair"]] = j["ns_per_task_median"]
+    return fig
+
+
+def summarize(lines):
+    fig = figures(lines)
     rows = []
     for w in sorted({w for w, _ in fig}):
         kinds = {who: v for (ww, who), v in fig.items() if ww == w and who.startswith("dagrt-")}
@@ -75,13 +80,22 @@ def summarize(lines):
     return rows
 
 
-def main():
+def rows_from_argv(summarize, doc):
+    """The rows `summarize` makes of the JSON lines in the file argv[1] names; with --json they
+    are printed as JSON and None comes back."""
     if len(sys.argv) < 2:
-        sys.exit(__doc__)
+        sys.exit(doc)
     with open(sys.argv[1]) as f:
         rows = summarize(json.loads(x) for x in f if x.strip())
     if "--json" in sys.argv:
         print(json.dumps(rows, indent=1))
+        return None
+    return rows
+
+
+def main():
+    rows = rows_from_argv(summarize, __doc__)
+    if rows is None:
         return
     print("tight pairs (dagrt 2 lanes, peers 2 threads, back to back): dagrt / best peer of each pair")
     print(f"{'':4}{'dagrt ns (kind)':>18}  {'peers ns':<28} {'pairs':>5}  {'ratio median':>12}  {'q1-q3':>11}  {'min-max':>11}")

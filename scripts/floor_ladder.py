@@ -5,10 +5,9 @@ and dagrt the median of the per-round ratios to that round's best peer.
 
 Usage: floor_ladder.py LADDER_JSONL [--json]
 """
-import collections
-import json
 import statistics as st
-import sys
+
+from bench_pairs import best_ratios, figures, rows_from_argv
 
 FLOORS = ["floor-bare", "floor-slot", "floor-locks", "floor-hop", "floor-all"]
 
@@ -18,10 +17,7 @@ def ours(who):
 
 
 def summarize(lines):
-    # fig[(workload, who)][round] = ns per task (median of that run's reps)
-    fig = collections.defaultdict(dict)
-    for j in lines:
-        fig[(j["workload"], j["who"])][j["pair"]] = j["ns_per_task_median"]
+    fig = figures(lines)  # by (workload, who), then by round
     rows = []
     for w in sorted({w for w, _ in fig}):
         runs = {who: v for (ww, who), v in fig.items() if ww == w}
@@ -31,11 +27,7 @@ def summarize(lines):
         row = {"workload": w, "ns_median": {}, "ratio_median": {}}
         for who, v in sorted(runs.items()):
             row["ns_median"][who] = st.median(v.values())
-            ratios = []
-            for r, x in v.items():
-                here = [p[r] for p in peers.values() if r in p]
-                if ours(who) and here:
-                    ratios.append(x / min(here))
+            ratios = best_ratios({who: v}, peers)[1] if ours(who) else []
             if ratios:
                 row["ratio_median"][who] = st.median(ratios)
         rows.append(row)
@@ -43,12 +35,8 @@ def summarize(lines):
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    with open(sys.argv[1]) as f:
-        rows = summarize(json.loads(x) for x in f if x.strip())
-    if "--json" in sys.argv:
-        print(json.dumps(rows, indent=1))
+    rows = rows_from_argv(summarize, __doc__)
+    if rows is None:
         return
     whos = [w for w in FLOORS if any(w in r["ns_median"] for r in rows)]
     whos += sorted({w for r in rows for w in r["ns_median"] if w not in FLOORS},

@@ -3,6 +3,8 @@
 //! bench checks dagrt's (every task ran, and after its producers: W3's consumers copy the
 //! producer's byte, W4's tasks check their three inputs' layer tags), and panics otherwise.
 
+#[path = "../benches/common/buffers.rs"]
+mod buffers;
 #[path = "../benches/floor/runtime.rs"]
 mod runtime;
 #[path = "../benches/floor/submit.rs"]

@@ -49,6 +49,12 @@ fn dagrt_line(w: &str, kind: &str, median: f64) -> String {
     .to_string()
 }
 
+/// One tagged W1 measurement, as `tag_lines.py` writes it: round (pair) `p`, runtime `who`.
+fn tagged(p: usize, who: &str, ns: f64) -> String {
+    serde_json::json!({"pair": p, "workload": "W1", "who": who, "ns_per_task_median": ns})
+        .to_string()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
@@ -161,11 +167,7 @@ fn pairs_take_the_median_of_per_pair_ratios_against_each_pairs_best_peer() {
             ("floor-l1", sub / 10.0),
             ("floor-l2", sub / 5.0),
         ] {
-            lines.push(
-                serde_json::json!({"pair": p, "workload": "W1", "who": who,
-                                   "ns_per_task_median": v})
-                .to_string(),
-            );
+            lines.push(tagged(p, who, v));
         }
     }
     let path = d.join("pairs.jsonl");
@@ -288,17 +290,17 @@ fn ladder_tags_lines_and_takes_ratios_to_each_rounds_best_peer() {
         .output()
         .expect("python3 runs");
     assert!(out.status.success());
-    let tagged: Vec<Value> = String::from_utf8(out.stdout)
+    let objs: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(tagged.len(), 2, "{tagged:?}");
-    assert_eq!(tagged[0]["who"], "floor-l2");
-    assert_eq!(tagged[0]["pair"], 1);
-    assert_eq!(tagged[1]["who"], "tbb-t2");
+    assert_eq!(objs.len(), 2, "{objs:?}");
+    assert_eq!(objs[0]["who"], "floor-l2");
+    assert_eq!(objs[0]["pair"], 1);
+    assert_eq!(objs[1]["who"], "tbb-t2");
     assert!(close(
-        tagged[1]["ns_per_task_median"].as_f64().unwrap(),
+        objs[1]["ns_per_task_median"].as_f64().unwrap(),
         200.0
     ));
 
@@ -316,11 +318,7 @@ fn ladder_tags_lines_and_takes_ratios_to_each_rounds_best_peer() {
             ("tbb-t2", tbb),
             ("omp-t2", omp),
         ] {
-            lines.push(
-                serde_json::json!({"pair": r, "workload": "W1", "who": who,
-                                   "ns_per_task_median": v})
-                .to_string(),
-            );
+            lines.push(tagged(r, who, v));
         }
     }
     let path = d.join("ladder.jsonl");

@@ -1,7 +1,8 @@
 //! The floor's tasks, their consumer lists, the single-producer rings between its threads, and
 //! the threads: lanes, and with `--hop` a scheduler thread (see `benches/floor.rs`).
 
-use super::workloads::{w4_tag, Opts, W4_W};
+use super::buffers::{tensor, w4_tag, W4_W};
+use super::workloads::Opts;
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
 use dagrt::task::Tensor;
 use std::cell::UnsafeCell;
@@ -152,16 +153,6 @@ unsafe impl Send for Graph {}
 impl Graph {
     pub fn new(tasks: usize, tensors: usize, o: &Opts) -> Graph {
         let extra = o.slot_bytes.div_ceil(64);
-        let empty = || Tensor {
-            data: std::ptr::null_mut(),
-            offset: 0,
-            ndim: 0,
-            dtype: 0,
-            tag: 0,
-            reserved: 0,
-            shape: [0; 5],
-            strides: [0; 5],
-        };
         Graph {
             tasks: (0..tasks)
                 .map(|_| Task {
@@ -179,7 +170,9 @@ impl Graph {
                     })
                 })
                 .collect(),
-            arena: (0..tensors).map(|_| UnsafeCell::new(empty())).collect(),
+            arena: (0..tensors)
+                .map(|_| UnsafeCell::new(tensor(std::ptr::null_mut(), 0)))
+                .collect(),
             inboxes: (0..o.lanes).map(|_| Ring::new(tasks)).collect(),
             to_sched: Ring::new(if o.hop { tasks } else { 1 }),
             reports: (0..o.lanes)

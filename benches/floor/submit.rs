@@ -1,8 +1,8 @@
 //! The floor's submitting thread: the writer map, the submit and the timing of a rep (see
 //! `benches/floor.rs`).
 
+use super::buffers::{TAG_INPUT, TAG_OUTPUT};
 use super::runtime::{Body, Edge, Graph, Tx, BATCH, CLOSED, EMPTY};
-use super::workloads::{TAG_INPUT, TAG_OUTPUT};
 use dagrt::task::Tensor;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,23 +1,14 @@
 //! The floor's workloads W1-W4, with the peers' definitions and the workloads bench's checks
 //! (see `benches/floor.rs`), and the options of a measurement.
 
+use super::buffers::{
+    tensor, Bufs, TAG_INOUT, TAG_INPUT, TAG_OUTPUT, W1_N, W2_N, W3_N, W4_L, W4_W,
+};
 use super::runtime::{hop_lane, lane, scheduler, Body, Graph};
 use super::submit::Submitter;
 use crossbeam_deque::Worker as Deque;
-use dagrt::task::Tensor;
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-const W1_N: usize = 100_000;
-const W2_N: usize = 100_000;
-const W3_N: usize = 10_000;
-pub const W4_W: usize = 64;
-const W4_L: usize = 1000;
-
-pub const TAG_INPUT: u32 = 0;
-pub const TAG_OUTPUT: u32 = 1;
-const TAG_INOUT: u32 = 2;
 
 /// One measurement's settings.
 pub struct Opts {
@@ -32,65 +23,6 @@ pub struct Opts {
     pub slot_bytes: usize,
     pub locks: usize,
     pub hop: bool,
-}
-
-pub fn w4_tag(l: usize) -> u8 {
-    (l % 255 + 1) as u8
-}
-
-fn tensor(p: *mut u8, tag: u32) -> Tensor {
-    Tensor {
-        data: p.cast(),
-        offset: 0,
-        ndim: 1,
-        dtype: 0,
-        tag,
-        reserved: 0,
-        shape: [64, 0, 0, 0, 0],
-        strides: [0; 5],
-    }
-}
-
-/// n zeroed, 64-byte aligned 64-byte buffers.
-struct Bufs {
-    p: *mut u8,
-    n: usize,
-}
-
-impl Bufs {
-    fn new(n: usize) -> Bufs {
-        let layout = Layout::from_size_align(n * 64, 64).expect("layout");
-        // SAFETY: non-zero size.
-        let p = unsafe { alloc_zeroed(layout) };
-        assert!(!p.is_null(), "out of memory");
-        Bufs { p, n }
-    }
-    fn at(&self, i: usize) -> *mut u8 {
-        assert!(i < self.n);
-        // SAFETY: in bounds.
-        unsafe { self.p.add(i * 64) }
-    }
-    fn byte(&self, i: usize) -> u8 {
-        // SAFETY: in bounds; read between reps, when every task finished (the spin on the
-        // lanes' Release counters in `timed` ordered their writes before this).
-        unsafe { std::ptr::read_volatile(self.at(i)) }
-    }
-    fn zero(&self) {
-        // SAFETY: the whole allocation, between reps.
-        unsafe { std::ptr::write_bytes(self.p, 0, self.n * 64) };
-    }
-}
-
-impl Drop for Bufs {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe {
-            dealloc(
-                self.p,
-                Layout::from_size_align(self.n * 64, 64).expect("layout"),
-            )
-        };
-    }
 }
 
 /// Start the lanes (and with `--hop` the scheduler thread) on a graph sized for `tasks` tasks
