@@ -28,18 +28,19 @@
 //!
 //! What it does per task, and nothing else: the submitting thread copies the task's tensors
 //! (`dagrt_tensor`s, 104 bytes each) into an append-only arena, takes each tensor's byte range
-//! (a whole 1-D buffer: its bytes `[data + offset, + shape[0] * dtype size)`), looks the range's
-//! 64-byte granule up in an open-addressing writer map (INPUT, INOUT) and records itself as the
-//! granule's writer (OUTPUT, INOUT), links itself onto each live writer's consumer list (one
+//! (a whole 1-D buffer: `[data + offset, + shape[0] * dtype size)`, one 64-byte granule in these
+//! workloads), looks the granule up in an open-addressing writer map (INPUT, INOUT) and records
+//! itself as its writer (OUTPUT, INOUT), links itself onto each live writer's consumer list (one
 //! compare-and-swap), and publishes with one atomic subtraction (none when it linked onto no
 //! producer): tasks ready at their submit go to the lanes' single-producer inboxes, round robin
 //! in batches of 16. Lanes pop their own deque, then their inbox, then steal; a lane that
 //! finishes a task closes its consumer list (one swap) and releases each consumer (one
 //! decrement each), keeping the ones that became ready. Nothing else: no task window, no
 //! scopes or references, no failure propagation, no groups or directed lanes, no strided views,
-//! no scheduler thread, no parking (idle lanes spin and yield), no C boundary. Every one of
-//! those is a seed requirement dagrt pays for, so dagrt cannot go below these figures by
-//! tuning; how far below the peers they are says what a 2-core machine allows.
+//! no scheduler thread, no parking (idle lanes spin and yield), no C boundary. Each of those is
+//! a seed requirement or one of dagrt's own (a C ABI, idle threads that park), so dagrt cannot
+//! go below these figures by tuning; how far below the peers they are says what a 2-core
+//! machine allows.
 //!
 //! Output: one JSON object per (workload, lanes) on stdout, with `bench: "floor"`, the options
 //! (`slot_bytes`, `locks`, `hop`), `threads`, `tasks`,

@@ -3,7 +3,7 @@
 
 use super::buffers::{TAG_INPUT, TAG_OUTPUT};
 use super::runtime::{Body, Edge, Graph, Tx, BATCH, CLOSED, EMPTY};
-use dagrt::task::Tensor;
+use dagrt::task::{dtype_size, Tensor};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -99,8 +99,14 @@ impl Submitter {
             self.next_tensor += 1;
             // SAFETY: arena entries past `next_tensor` are this thread's until published.
             unsafe { *g.arena[at].get() = *x };
+            // The view's bytes, checked as a submit checks them; the workloads' buffers are
+            // one 64-byte granule each, so the first granule is the only one.
+            let len = dtype_size(x.dtype)
+                .and_then(|e| e.checked_mul(x.shape[0]))
+                .expect("dtype");
             let lo = (x.data as u64).checked_add(x.offset).expect("view extent");
-            lo.checked_add(x.shape[0]).expect("view extent");
+            let hi = lo.checked_add(len).expect("view extent");
+            debug_assert_eq!(lo >> 6, (hi - 1) >> 6, "one granule per view");
             let key = lo >> 6;
             let rep = self.map.rep;
             let e = self.map.probe(key);
