@@ -19,7 +19,7 @@ pub struct Opts {
     /// W4 layer count (default the workload's).
     pub layers: Option<usize>,
     /// Costs added back (`benches/floor.rs`): extra bytes per task, mutex pairs per submit and
-    /// per completion, and a scheduler thread between the submitter and the lanes.
+    /// per completion, and a scheduler role between the submitter and the lanes.
     pub slot_bytes: usize,
     pub locks: usize,
     pub hop: bool,
