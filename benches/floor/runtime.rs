@@ -1,9 +1,11 @@
 //! The floor's tasks, their consumer lists, the single-producer rings between its threads, and
-//! the threads: lanes, and with `--hop` a scheduler thread (see `benches/floor.rs`).
+//! the threads: lanes, and with `--hop` the scheduler role and its thread (see
+//! `benches/floor.rs`).
 
 use super::buffers::{tensor, w4_tag, W4_W};
 use super::workloads::Opts;
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
+use dagrt::spsc::Padded;
 use dagrt::task::Tensor;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -41,14 +43,12 @@ pub struct Edge {
     pub next: u32,
 }
 
-#[repr(align(64))]
-pub struct Padded(pub AtomicU64);
-
 /// A single-producer, single-consumer ring of task ids. Its counters run on across reps; it
 /// holds one rep's tasks, and a rep ends only when every task finished, so it never wraps
-/// onto an unread entry.
+/// onto an unread entry. (Not `dagrt::spsc::Ring`, which publishes every item and keeps a
+/// consumer index for its bound: this one publishes a batch at a time and needs no bound.)
 pub struct Ring {
-    tail: Padded,
+    tail: Padded<AtomicU64>,
     buf: Box<[AtomicU32]>,
 }
 
@@ -111,7 +111,7 @@ impl Rx {
     }
 }
 
-/// Tasks ready at their submit go to a lane (or the scheduler thread) this many at a time.
+/// Tasks ready at their submit go to a lane (or the scheduler role) this many at a time.
 pub const BATCH: u64 = 16;
 
 /// The shared state of one workload's runs. The submitting thread writes tasks, edges, the
@@ -123,14 +123,14 @@ pub struct Graph {
     pub tasks: Box<[Task]>,
     pub edges: Box<[UnsafeCell<Edge>]>,
     pub arena: Box<[UnsafeCell<Tensor>]>,
-    /// Each lane's inbox: tasks from the submitter (or, with `--hop`, the scheduler thread).
+    /// Each lane's inbox: tasks from the submitter (or, with `--hop`, the scheduler role).
     pub inboxes: Box<[Ring]>,
-    /// `--hop`: the submitter's ready tasks to the scheduler thread, and each lane's finished
+    /// `--hop`: the submitter's ready tasks to the scheduler role, and each lane's finished
     /// tasks to it.
     pub to_sched: Ring,
     pub reports: Box<[Ring]>,
-    /// Tasks finished (and released), per lane and, last, by the scheduler thread.
-    done: Box<[Padded]>,
+    /// Tasks finished (and released), per lane and, last, by the scheduler role.
+    done: Box<[Padded<AtomicU64>]>,
     pub stop: AtomicBool,
     pub w4_base: AtomicU64,
     pub w4_violations: AtomicU64,
@@ -189,6 +189,16 @@ impl Graph {
             lines: (0..tasks * extra)
                 .map(|_| UnsafeCell::new([0; 64]))
                 .collect(),
+        }
+    }
+
+    /// Where the submitter's ready tasks for lane `l` go: that lane's inbox, or with `--hop`
+    /// the scheduler role's one ring.
+    pub fn ready_ring(&self, l: usize) -> &Ring {
+        if self.hop {
+            &self.to_sched
+        } else {
+            &self.inboxes[l]
         }
     }
 

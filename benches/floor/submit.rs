@@ -59,7 +59,7 @@ pub struct Submitter {
     map: WriterMap,
     next_task: u32,
     next_tensor: u32,
-    /// Per lane (or, with `--hop`, to the scheduler thread): the ring's producer end.
+    /// Per lane (or, with `--hop`, to the scheduler role): the ring's producer end.
     tx: Vec<Tx>,
     /// Tasks ready at their submit so far in this rep (they go to the lanes BATCH at a time).
     ready: u64,
@@ -127,15 +127,10 @@ impl Submitter {
     }
 
     /// Hand a task ready at its submit on: to the lanes BATCH at a time round robin, or with
-    /// `--hop` to the scheduler thread.
+    /// `--hop` to the scheduler role (one ring).
     fn push_ready(&mut self, t: u32) {
-        let g = &*self.g;
-        if g.hop {
-            self.tx[0].push(&g.to_sched, t, BATCH);
-        } else {
-            let l = (self.ready / BATCH) as usize % self.tx.len();
-            self.tx[l].push(&g.inboxes[l], t, BATCH);
-        }
+        let l = (self.ready / BATCH) as usize % self.tx.len();
+        self.tx[l].push(self.g.ready_ring(l), t, BATCH);
         self.ready += 1;
     }
 
@@ -148,7 +143,7 @@ impl Submitter {
         build(self);
         let g = &*self.g;
         for (l, tx) in self.tx.iter_mut().enumerate() {
-            tx.flush(if g.hop { &g.to_sched } else { &g.inboxes[l] });
+            tx.flush(g.ready_ring(l));
         }
         while g.finished() - base < tasks {
             std::thread::yield_now();

@@ -25,7 +25,7 @@ pub struct Opts {
     pub hop: bool,
 }
 
-/// Start the lanes (and with `--hop` the scheduler thread) on a graph sized for `tasks` tasks
+/// Start the lanes (and with `--hop` the scheduler role's thread) on a graph sized for `tasks` tasks
 /// and `tensors` tensors, run `o.reps` (plus a warm-up) of `one`, stop the threads.
 fn with_lanes(
     o: &Opts,
@@ -121,12 +121,10 @@ pub fn w4(o: &Opts) -> (usize, Vec<u64>) {
     let layers = o.layers.unwrap_or(W4_L);
     let n = W4_W * layers;
     let b = Bufs::new(n);
-    let mut g4 = None;
     let s = with_lanes(o, n, 4 * n, |s| {
         b.zero();
         s.g.w4_base.store(b.p as u64, Ordering::Relaxed);
-        g4 = Some(s.g.clone());
-        s.timed(n as u64, |s| {
+        let ns = s.timed(n as u64, |s| {
             for i in 0..W4_W {
                 s.submit(Body::Stencil, &[tensor(b.at(i), TAG_OUTPUT)]);
             }
@@ -142,9 +140,10 @@ pub fn w4(o: &Opts) -> (usize, Vec<u64>) {
                     s.submit(Body::Stencil, &t);
                 }
             }
-        })
+        });
+        let bad = s.g.w4_violations.load(Ordering::Relaxed);
+        assert_eq!(bad, 0, "W4: {bad} inputs read before their producer ran");
+        ns
     });
-    let bad = g4.map_or(0, |g| g.w4_violations.load(Ordering::Relaxed));
-    assert_eq!(bad, 0, "W4: {bad} inputs read before their producer ran");
     (n, s)
 }
