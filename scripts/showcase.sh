@@ -17,26 +17,16 @@ cd "$root"
 say() { echo "== showcase: $*" >&2; }
 
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install the Rust toolchain first" >&2; exit 1; }
-missing=()
-command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-command -v cc >/dev/null 2>&1 || missing+=(gcc)
-if command -v dpkg-query >/dev/null 2>&1; then
-    for p in libopenblas-dev liblapacke-dev; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-else
+. scripts/need_commands.sh
+if ! command -v dpkg-query >/dev/null 2>&1; then
     # Not Debian: OpenBLAS and LAPACKE are left to the example's CMake, which names what it
     # cannot find.
     say "no dpkg-query: not checking for OpenBLAS and LAPACKE packages"
 fi
-if [ ${#missing[@]} -gt 0 ]; then
-    say "installing ${missing[*]}"
-    [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck disable=SC2207 # package names: one word each
+missing=($(missing_for_commands cmake:cmake pkg-config:pkg-config cc:gcc)
+    $(missing_packages libopenblas-dev liblapacke-dev))
+APT_QUIET=1 apt_install ${missing[@]+"${missing[@]}"} >&2 || exit 1
 
 say "cargo build --release"
 cargo build --release

@@ -28,31 +28,18 @@ banner() {
 
 banner "tools"
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install the Rust toolchain first" >&2; exit 1; }
-missing=()
-command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-command -v c++ >/dev/null 2>&1 || missing+=(g++)
-{ command -v nm && command -v readelf; } >/dev/null 2>&1 || missing+=(binutils)
+. scripts/need_commands.sh
+# shellcheck disable=SC2207 # package names: one word each
+missing=($(missing_for_commands cmake:cmake pkg-config:pkg-config c++:g++ nm:binutils readelf:binutils))
 # OpenBLAS + LAPACKE for the Cholesky example's ctests (reported as skipped without them).
-optional=()
-if command -v dpkg-query >/dev/null 2>&1; then
-    for p in libopenblas-dev liblapacke-dev; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional+=("$p")
-    done
-fi
+# shellcheck disable=SC2207
+optional=($(missing_packages libopenblas-dev liblapacke-dev))
 if [ ${#optional[@]} -gt 0 ] && [ "$(id -u)" != 0 ]; then
     echo "not root: ${optional[*]} not installed, the Cholesky example tests will be skipped"
     optional=()
     DAGRT_ALLOW_SKIPS=1
 fi
-missing+=(${optional[@]+"${optional[@]}"})
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing: ${missing[*]}"
-    [ "$(id -u)" = 0 ] || { echo "not root: install ${missing[*]} first" >&2; exit 1; }
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+apt_install ${missing[@]+"${missing[@]}"} ${optional[@]+"${optional[@]}"} || exit 1
 cargo --version
 cmake --version | sed -n 1p
 echo "pkg-config $(pkg-config --version)"
