@@ -57,8 +57,10 @@ mkdir -p "$out"
 # What the Cholesky part builds with, installed now rather than found missing at the end.
 if [ "${CHOL:-1}" = 1 ]; then
     . "$root/scripts/need_commands.sh"
-    need_commands cmake:cmake pkg-config:pkg-config cc:gcc >&2
-    need_packages libopenblas-dev liblapacke-dev >&2
+    # One apt-get update and install for both kinds (package names: one word each).
+    # shellcheck disable=SC2046
+    apt_install $(missing_for_commands cmake:cmake pkg-config:pkg-config cc:gcc) \
+        $(missing_packages libopenblas-dev liblapacke-dev) >&2
 fi
 
 # Build once and run that executable directly in every round: `cargo bench` per round would

@@ -39,13 +39,14 @@ fn stub_path(name: &str, dpkg: bool) -> PathBuf {
     d
 }
 
-/// Run `snippet` in bash after sourcing the helper, with `dir` as the whole PATH.
-fn run(dir: &Path, snippet: &str, uid: u32, installed: &str, quiet: bool) -> (Output, String) {
+/// Run `snippet` in bash after sourcing the helper, with `dir` as the whole PATH and `env`
+/// (FAKE_UID, INSTALLED, APT_QUIET) set; returns the output and what apt-get was asked.
+fn run(dir: &Path, snippet: &str, env: &[(&str, &str)]) -> (Output, String) {
     let log = dir.join("apt.log");
     let _ = std::fs::remove_file(&log);
     let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/need_commands.sh");
-    let mut cmd = Command::new("/bin/bash");
-    cmd.arg("-c")
+    let out = Command::new("/bin/bash")
+        .arg("-c")
         .arg(format!(
             "set -euo pipefail; . '{}'; {snippet}",
             helper.display()
@@ -53,50 +54,45 @@ fn run(dir: &Path, snippet: &str, uid: u32, installed: &str, quiet: bool) -> (Ou
         .env_clear()
         .env("PATH", dir)
         .env("APT_LOG", &log)
-        .env("FAKE_UID", uid.to_string())
-        .env("INSTALLED", installed);
-    if quiet {
-        cmd.env("APT_QUIET", "1");
-    }
-    let out = cmd.output().expect("bash runs");
+        .env("FAKE_UID", "0")
+        .env("INSTALLED", "")
+        .envs(env.iter().copied())
+        .output()
+        .expect("bash runs");
     (out, std::fs::read_to_string(&log).unwrap_or_default())
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+/// `run`, which must succeed: its standard output, and what apt-get was asked.
+fn ok(dir: &Path, snippet: &str, env: &[(&str, &str)]) -> (String, String) {
+    let (o, apt) = run(dir, snippet, env);
+    assert!(o.status.success(), "{snippet}: {o:?}");
+    (String::from_utf8_lossy(&o.stdout).into_owned(), apt)
 }
 
 #[test]
 fn it_lists_what_is_missing() {
     let d = stub_path("missing", true);
-    let (o, apt) = run(
+    let (out, apt) = ok(
         &d,
         "missing_for_commands no-such-tool-q:pkg-a sort:pkg-sort grep:pkg-grep other-tool-q:pkg-b",
-        0,
-        "",
-        false,
+        &[],
     );
-    assert!(o.status.success(), "{o:?}");
-    assert_eq!(stdout(&o), "pkg-a\npkg-b\n");
+    assert_eq!(out, "pkg-a\npkg-b\n");
     assert_eq!(apt, "", "listing installs nothing");
 
-    let (o, _) = run(&d, "missing_packages libx liby libz", 0, "liby", false);
-    assert!(o.status.success(), "{o:?}");
-    assert_eq!(stdout(&o), "libx\nlibz\n");
+    let (out, _) = ok(
+        &d,
+        "missing_packages libx liby libz",
+        &[("INSTALLED", "liby")],
+    );
+    assert_eq!(out, "libx\nlibz\n");
 }
 
 #[test]
 fn without_dpkg_no_package_is_reported_missing() {
     let d = stub_path("nodpkg", false);
-    let (o, apt) = run(
-        &d,
-        "missing_packages libx; need_packages libx",
-        0,
-        "",
-        false,
-    );
-    assert!(o.status.success(), "{o:?}");
-    assert_eq!(stdout(&o), "");
+    let (out, apt) = ok(&d, "missing_packages libx; need_packages libx", &[]);
+    assert_eq!(out, "");
     assert_eq!(apt, "");
 }
 
@@ -105,16 +101,14 @@ fn one_install_for_everything_each_package_once() {
     let d = stub_path("install", true);
     let snippet = "apt_install $(missing_for_commands no-such-tool-q:pkg-b other-tool-q:pkg-b) \
                    $(missing_packages libx liby)";
-    let (o, apt) = run(&d, snippet, 0, "liby", false);
-    assert!(o.status.success(), "{o:?}");
+    let (out, apt) = ok(&d, snippet, &[("INSTALLED", "liby")]);
     assert_eq!(
         apt, "update\ninstall -y --no-install-recommends libx pkg-b\n",
         "one update, one install, sorted and deduplicated"
     );
-    assert!(stdout(&o).contains("== installing: libx pkg-b"));
+    assert!(out.contains("== installing: libx pkg-b"));
 
-    let (o, apt) = run(&d, snippet, 0, "liby", true);
-    assert!(o.status.success(), "{o:?}");
+    let (_, apt) = ok(&d, snippet, &[("INSTALLED", "liby"), ("APT_QUIET", "1")]);
     assert_eq!(
         apt,
         "update -qq\ninstall -y -qq --no-install-recommends libx pkg-b\n"
@@ -124,22 +118,19 @@ fn one_install_for_everything_each_package_once() {
 #[test]
 fn nothing_missing_runs_no_apt_get() {
     let d = stub_path("nothing", true);
-    let (o, apt) = run(
+    let (out, apt) = ok(
         &d,
         "need_commands sort:pkg-sort; need_packages libx; apt_install",
-        1000,
-        "libx",
-        false,
+        &[("FAKE_UID", "1000"), ("INSTALLED", "libx")],
     );
-    assert!(o.status.success(), "{o:?}");
     assert_eq!(apt, "");
-    assert_eq!(stdout(&o), "");
+    assert_eq!(out, "");
 }
 
 #[test]
 fn not_root_names_the_packages_and_fails() {
     let d = stub_path("notroot", true);
-    let (o, apt) = run(&d, "need_packages libx libz", 1000, "", false);
+    let (o, apt) = run(&d, "need_packages libx libz", &[("FAKE_UID", "1000")]);
     assert!(!o.status.success(), "{o:?}");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("not root: install libx libz first"),

@@ -1,7 +1,7 @@
 //! What the workloads bench and the floor share with the peers (common.h): the workloads'
 //! sizes and tags, their buffers, the dense view of one, and W4's layer tags.
 
-use dagrt::task::Tensor;
+use dagrt::task::{DataType, Tag, Tensor};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
 pub const W1_N: usize = 100_000;
@@ -10,10 +10,11 @@ pub const W3_N: usize = 10_000;
 pub const W4_W: usize = 64;
 pub const W4_L: usize = 1000;
 
-pub const DTYPE_U8: u32 = 0;
-pub const TAG_INPUT: u32 = 0;
-pub const TAG_OUTPUT: u32 = 1;
-pub const TAG_INOUT: u32 = 2;
+/// The C ABI's values of dagrt's own enums, as a C host writes them into a `dagrt_tensor`.
+pub const DTYPE_U8: u32 = DataType::U8 as u32;
+pub const TAG_INPUT: u32 = Tag::Input as u32;
+pub const TAG_OUTPUT: u32 = Tag::Output as u32;
+pub const TAG_INOUT: u32 = Tag::Inout as u32;
 
 /// n buffers of one cache line each, 64-byte aligned, zeroed (common.h alloc_bufs).
 pub struct Bufs {
