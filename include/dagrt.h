@@ -117,8 +117,9 @@ typedef enum dagrt_status {
 
 /*
  How a tensor participates in dependency inference (the Orchestrator seed's tag table).
- Tags are read only inside `submit_*`: dispatch and completion never look at them (the
- executor's view carries each tensor as submitted, tag field included). A task's reads
+ Tags are read only inside `submit_*`: dispatch and completion never look at them, and
+ the executor's view carries each tensor as submitted but with its tag DAGRT_TAG_NO_DEP
+ (Orchestrator seed invariant 2: later phases do not see tags). A task's reads
  depend on the writers before it, whatever the order of its tensors and members: a write
  listed ahead of a read of the same bytes does not hide the earlier writer.
  */
@@ -484,8 +485,9 @@ typedef struct dagrt_worker_config {
   uint32_t task_window;
   /*
    Back-pressure timeout of a submit or alloc, in ms: it fails once it has waited this
-   long with no progress (no slot freed, no reservation of its heap ring reclaimed),
-   counted over its slot and heap waits together. Default 10000.
+   long with no progress (no slot freed, no reservation of its heap ring reclaimed):
+   the slot it waited for is progress, so its heap wait then has a window of its own.
+   Default 10000.
    */
   uint32_t timeout_ms;
 } dagrt_worker_config;

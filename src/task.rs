@@ -12,8 +12,9 @@ use std::ffi::c_void;
 pub const MAX_TENSOR_DIMS: usize = 5;
 
 /// How a tensor participates in dependency inference (the Orchestrator seed's tag table).
-/// Tags are read only inside `submit_*`: dispatch and completion never look at them (the
-/// executor's view carries each tensor as submitted, tag field included). A task's reads
+/// Tags are read only inside `submit_*`: dispatch and completion never look at them, and
+/// the executor's view carries each tensor as submitted but with its tag DAGRT_TAG_NO_DEP
+/// (Orchestrator seed invariant 2: later phases do not see tags). A task's reads
 /// depend on the writers before it, whatever the order of its tensors and members: a write
 /// listed ahead of a read of the same bytes does not hide the earlier writer.
 #[repr(u32)]

@@ -24,8 +24,9 @@ pub struct WorkerConfig {
     /// grows with the slots actually in flight, in chunks of 4096.
     pub task_window: u32,
     /// Back-pressure timeout of a submit or alloc, in ms: it fails once it has waited this
-    /// long with no progress (no slot freed, no reservation of its heap ring reclaimed),
-    /// counted over its slot and heap waits together. Default 10000.
+    /// long with no progress (no slot freed, no reservation of its heap ring reclaimed):
+    /// the slot it waited for is progress, so its heap wait then has a window of its own.
+    /// Default 10000.
     pub timeout_ms: u32,
 }
 

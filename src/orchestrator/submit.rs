@@ -305,11 +305,9 @@ impl Orchestrator {
             return Err(self.ids_exhausted());
         }
         let timeout = self.timeout();
-        // Back-pressure fails after timeout_ms with no progress. Waiting for a slot and then
-        // for the slab is one wait: the slab's starts with what the slot's left of the bound,
-        // and each reservation the ring reclaims meanwhile starts a new one. Only a claim
-        // from an empty free cache can wait, so only that one reads the clock.
-        let waits_from = self.free_cache.is_empty().then(std::time::Instant::now);
+        // Back-pressure fails after timeout_ms with no progress. A slot that came free is
+        // progress, so the slab's wait after it starts a window of its own, as does each
+        // reservation the ring reclaims meanwhile.
         let sid = match self
             .e
             .slots
@@ -322,8 +320,7 @@ impl Orchestrator {
         let ring = HeapRings::for_depth(self.scope.current_depth());
         let mut slab = (std::ptr::null_mut(), None);
         if bytes > 0 {
-            let left = waits_from.map_or(timeout, |t| timeout.saturating_sub(t.elapsed()));
-            match self.e.heap.rings[ring].alloc(bytes, left, timeout) {
+            match self.e.heap.rings[ring].alloc(bytes, timeout) {
                 Ok((ptr, seq)) => {
                     let lo = ptr as u64;
                     slab = (

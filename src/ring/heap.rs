@@ -48,20 +48,14 @@ impl HeapRing {
 
     /// Reserve `bytes` (already aligned), waiting for reclamation while it progresses: fails
     /// once a wait sees the tail not move for `timeout` (the seed: "if timeout_ms elapses with
-    /// no progress"), the first wait for `first` only (what the caller's own bound leaves).
+    /// no progress").
     /// Not inlined: most submits need no slab, and its waits would weigh on the slot claim.
     #[inline(never)]
-    pub fn alloc(
-        &self,
-        bytes: u64,
-        first: Duration,
-        timeout: Duration,
-    ) -> Result<(*mut u8, u64), HeapError> {
+    pub fn alloc(&self, bytes: u64, timeout: Duration) -> Result<(*mut u8, u64), HeapError> {
         if bytes > self.size {
             return Err(HeapError::TooLarge);
         }
         let mut out = None;
-        let mut budget = first;
         loop {
             // Reservations reclaimed when this wait began; a change is progress.
             let mut seen = None;
@@ -73,12 +67,12 @@ impl HeapRing {
                     }
                     *seen.get_or_insert(st.head_seq) != st.head_seq
                 },
-                budget,
+                timeout,
             );
             match (ok, out) {
                 (_, Some(r)) => return Ok(r),
                 // The tail moved: a new window of `timeout` from now.
-                (true, None) => budget = timeout,
+                (true, None) => {}
                 (false, None) => return Err(HeapError::Exhausted),
             }
         }
@@ -223,23 +217,22 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// A full ring: a wait that sees nothing reclaimed fails after its first window (what the
-    /// caller's bound left), not after `timeout`; one that sees reservations reclaimed in turn
-    /// keeps waiting past `timeout` and gets its slab.
+    /// A full ring: a wait that sees nothing reclaimed fails after `timeout`; one that sees
+    /// reservations reclaimed in turn keeps waiting past `timeout` and gets its slab.
     #[test]
     fn back_pressure_fails_only_after_a_window_without_progress() {
         let rings = HeapRings::new(64 * 1024).unwrap();
         let r = &rings.rings[0];
         let slab = r.size() / 8;
         let seqs: Vec<u64> = (0..8)
-            .map(|_| r.alloc(slab, Duration::ZERO, Duration::ZERO).unwrap().1)
+            .map(|_| r.alloc(slab, Duration::ZERO).unwrap().1)
             .collect();
         let t0 = Instant::now();
-        assert_eq!(r.alloc(slab, ms(50), ms(5_000)), Err(HeapError::Exhausted));
+        assert_eq!(r.alloc(slab, ms(50)), Err(HeapError::Exhausted));
         let waited = t0.elapsed();
         assert!(
             waited >= ms(50) && waited < ms(2_000),
-            "no progress: failed after {waited:?}, expected the 50 ms first window"
+            "no progress: failed after {waited:?}, expected the 50 ms timeout"
         );
         std::thread::scope(|s| {
             // One reservation reclaimed every 40 ms, in allocation order: the whole ring is
@@ -251,7 +244,7 @@ mod tests {
                 }
             });
             let t0 = Instant::now();
-            let got = r.alloc(r.size(), ms(200), ms(200));
+            let got = r.alloc(r.size(), ms(200));
             let waited = t0.elapsed();
             assert!(
                 got.is_ok(),
