@@ -80,10 +80,12 @@ pub struct SlotSync {
     pub run: u64,
     pub fanin_count: i32,
     pub fanin_released: i32,
-    /// Outstanding lifetime references: retaining consumers + the scope reference.
-    pub fanout_total: i32,
+    /// Lifetime references charged: retaining consumers + the scope reference. Only grows
+    /// while the slot lives, one per retaining consumer, so a producer read by a long stream
+    /// (a weights buffer in the outer scope) passes 2^31 within an hour: 64 bits.
+    pub fanout_total: i64,
     /// Releases so far, including the slot's own self-release.
-    pub fanout_released: i32,
+    pub fanout_released: i64,
     pub failure: Option<Arc<str>>,
     /// Failure was claimed while BUILDING: the submitting thread (or cancellation) propagates.
     pub failure_propagation_pending: bool,
@@ -182,7 +184,7 @@ impl SlotCore {
         s.run = run;
         s.fanin_count = 0;
         s.fanin_released = 0;
-        s.fanout_total = refs;
+        s.fanout_total = refs.into();
         s.fanout_released = 0;
         s.consumers.clear();
         s.failure = None;
@@ -387,7 +389,7 @@ impl SlotCore {
     fn release_with(&self, n: i32, also: impl FnOnce(&mut SlotSync)) -> bool {
         let mut s = lock(&self.sync);
         also(&mut s);
-        s.fanout_released += n;
+        s.fanout_released += i64::from(n);
         self.consume_if_due(&s)
     }
 
@@ -400,7 +402,7 @@ impl SlotCore {
         if s.id != id || !s.scope_held || self.state.load(Ordering::Acquire) != COMPLETED {
             return false;
         }
-        s.fanout_total += n;
+        s.fanout_total += i64::from(n);
         true
     }
 
@@ -422,7 +424,7 @@ impl SlotCore {
     /// self-release pre-counted, straight to COMPLETED.
     pub fn complete_synthetic(&self, scope_ref: i32) {
         let mut s = lock(&self.sync);
-        s.fanout_total += scope_ref;
+        s.fanout_total += i64::from(scope_ref);
         s.fanout_released = 1;
         self.state.store(COMPLETED, Ordering::Release);
     }
@@ -476,5 +478,42 @@ impl SlotCore {
 
     pub fn failure(&self) -> Option<Arc<str>> {
         lock(&self.sync).failure.clone()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A producer in an outer scope read by a long stream of retaining consumers: its
+    /// lifetime counts only grow, past i32::MAX, and it stays held while its scope and its
+    /// last readers do (with 32-bit counts the total wrapped negative and the next release
+    /// consumed the slot under its readers).
+    #[test]
+    fn lifetime_counts_pass_i32_max() {
+        let p = SlotCore::default();
+        p.begin_building_for(7, 1, 1);
+        assert_eq!(p.publish(0), Publish::Ready);
+        assert!(p.try_claim_running_id(7));
+        p.finish(None, &mut Vec::new());
+        assert!(!p.release_ref(), "the scope still holds it");
+        {
+            // What about 2^31 finished readers leave: each charged one reference at its
+            // attach and released it when it retired.
+            let mut s = p.lock_sync();
+            let n = i64::from(i32::MAX) - 1 - s.fanout_total;
+            s.fanout_total += n;
+            s.fanout_released += n;
+        }
+        for consumer in 100..103 {
+            assert_eq!(p.attach(7, consumer, true), Attach::Done);
+        }
+        assert!(p.lock_sync().fanout_total > i64::from(i32::MAX));
+        assert!(!p.release_ref(), "two readers and the scope still hold it");
+        assert!(!p.release_ref());
+        assert!(!p.release_ref());
+        assert_eq!(p.state(), COMPLETED);
+        assert!(p.release_scope_ref(), "the last reference consumes it");
+        assert_eq!(p.state(), CONSUMED);
     }
 }
