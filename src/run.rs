@@ -157,10 +157,23 @@ impl Run {
 
     /// Record a task failure; the first one is the run's message. `ticket`: the failed
     /// job's, when this is its own failure (None for a consumer poisoned by it).
+    ///
+    /// A poisoned consumer's record can come first: its submit may see the producer FAILED
+    /// before the completion that failed it records the producer's own ticket. It holds the
+    /// place only until a ticketed record arrives (the producer's own comes in any case), so
+    /// an earlier job's failure drained later still wins.
     pub fn record_failure(&self, msg: &Arc<str>, ticket: Option<u32>) {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         let earlier = match (&*f, ticket) {
             (None, _) => true,
+            (
+                Some(Recorded {
+                    kind: FailureKind::Task,
+                    ticket: None,
+                    ..
+                }),
+                Some(_),
+            ) => true,
             (
                 Some(Recorded {
                     kind: FailureKind::Task,
@@ -360,5 +373,52 @@ impl Drop for RunRegistry {
         for id in self.lock().keys() {
             live.remove(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> Run {
+        Run::new(0, Arc::new(Event::default()), Arc::new(AtomicUsize::new(0)))
+    }
+
+    fn message(r: &Run) -> String {
+        r.result().unwrap_err().0.to_string()
+    }
+
+    /// The first failure in time wins, whatever order the records arrive in, also when a
+    /// consumer poisoned by a later failure was recorded before any job's own failure.
+    #[test]
+    fn first_failure_by_ticket_whatever_the_record_order() {
+        let (p, q) = (Arc::from("p failed"), Arc::from("q failed"));
+        let r = run();
+        r.record_failure(&p, None); // a consumer of p, poisoned at its submit
+        r.record_failure(&q, Some(5)); // q failed first, drained after
+        r.record_failure(&p, Some(9)); // p's own record
+        assert_eq!(message(&r), "q failed");
+        let r = run();
+        r.record_failure(&q, Some(5));
+        r.record_failure(&p, None);
+        r.record_failure(&p, Some(9));
+        assert_eq!(message(&r), "q failed");
+        let r = run();
+        r.record_failure(&p, Some(9));
+        r.record_failure(&q, Some(5));
+        r.record_failure(&q, None);
+        assert_eq!(message(&r), "q failed");
+    }
+
+    /// A submission failure is the run's message whatever task failures come after it.
+    #[test]
+    fn submission_failure_stays() {
+        let r = run();
+        r.record_submission_failure(&Arc::from("callback failed"));
+        r.record_failure(&Arc::from("p failed"), Some(1));
+        assert_eq!(
+            r.result().unwrap_err(),
+            (Arc::from("callback failed"), FailureKind::Orchestration)
+        );
     }
 }
