@@ -745,7 +745,8 @@ enum dagrt_status dagrt_wait_run(const struct dagrt_worker_t *worker, dagrt_run_
 
 /*
  Wait at most `timeout_ms`. `*out_done` = 0 on timeout (status OK; the run is unaffected),
- 1 when terminal, with the same status `dagrt_wait_run` gives. Repeatable.
+ 1 when terminal, with the same status `dagrt_wait_run` gives; not written on any other
+ error (an unknown run, or one released meanwhile). Repeatable.
  */
 enum dagrt_status dagrt_wait_run_for(const struct dagrt_worker_t *worker, dagrt_run_id run, uint64_t timeout_ms, uint32_t *out_done);
 

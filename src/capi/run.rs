@@ -114,7 +114,8 @@ pub extern "C" fn dagrt_wait_run(
 }
 
 /// Wait at most `timeout_ms`. `*out_done` = 0 on timeout (status OK; the run is unaffected),
-/// 1 when terminal, with the same status `dagrt_wait_run` gives. Repeatable.
+/// 1 when terminal, with the same status `dagrt_wait_run` gives; not written on any other
+/// error (an unknown run, or one released meanwhile). Repeatable.
 #[no_mangle]
 pub extern "C" fn dagrt_wait_run_for(
     worker: *const super::worker::dagrt_worker_t,
@@ -125,12 +126,16 @@ pub extern "C" fn dagrt_wait_run_for(
     boundary(|| {
         let out = need_mut(out_done, "out_done")?;
         let e = engine(worker)?;
-        self::run(&e, run)?;
         let r = wait(&e, run, Some(Duration::from_millis(timeout_ms)));
-        *out = match &r {
-            Ok(false) => 0,
-            _ => 1,
-        };
+        // Written for the run's own outcome only: on any other error (a run released
+        // meanwhile by another thread: STALE_HANDLE) it is left alone, as out-parameters are.
+        match &r {
+            Ok(done) => *out = u32::from(*done),
+            Err(x) if matches!(x.status, Status::TaskFailed | Status::OrchestrationFailed) => {
+                *out = 1
+            }
+            Err(_) => {}
+        }
         r.map(|_| ())
     })
 }
