@@ -2,14 +2,19 @@
 //! tiny jobs, onto the first lane with room, where they queue behind its running job rather
 //! than go to another lane; longer jobs spread to the least loaded lane. A tiny-job lane
 //! whose running job turns out long stops reporting, and the jobs queued behind it are taken
-//! back for the idle lane, also when nothing else happens.
+//! back for the idle lane, also when nothing else happens, and also when a SUB group waits
+//! for lanes at the head of the SUB FIFO; and a later run's task does not start ahead of them.
 
 use dagrt::callable::Callable;
 use dagrt::orchestrator::Orchestrator;
 use std::time::Duration;
 
 mod common;
-use common::gated::{blocker, in_run, rec, stalled_tiny_job, submit, wait_run, warm, Rec};
+use common::gated::{
+    blocker, in_run, rec, record, stalled_tiny_job, submit, submit_group, wait_run, warm, Gate, Rec,
+};
+use dagrt::worker::WorkerConfig;
+use std::sync::atomic::Ordering;
 
 /// Bursts tried before the test fails (each after 200 warm-up tasks), and for at least how
 /// long: a slow phase of the host that lasts seconds can make a debug build's tiny jobs look
@@ -152,4 +157,86 @@ fn jobs_queued_behind_a_stalled_tiny_job_move_while_passes_keep_coming() {
             assert_ne!(wait_run("a queued task", r), held, "ran behind the blocker");
         }
     });
+}
+
+/// A SUB group at the head of the SUB FIFO that waits for lanes stops the drain there (the
+/// seed), but a single queued before it behind a stalled tiny job still moves to the idle
+/// lane (it once waited there for as long as the stalled job ran).
+#[test]
+fn a_group_waiting_for_lanes_leaves_a_queued_single_free_to_move() {
+    in_run(|o, c| {
+        for attempt in 1.. {
+            warm(o, c, 200, Duration::ZERO);
+            let (gate, held) = blocker(o, c);
+            let moves = o.engine().sub_moves.load(Ordering::Relaxed);
+            let single = rec(None, Duration::ZERO);
+            submit(o, c, single);
+            let members = [rec(None, Duration::ZERO), rec(None, Duration::ZERO)];
+            submit_group(o, c, &members);
+            let ran = wait_run("the single queued before the group", single);
+            assert_ne!(ran, held, "ran behind the blocker");
+            drop(gate);
+            for m in members {
+                wait_run("a group member", m);
+            }
+            if o.engine().sub_moves.load(Ordering::Relaxed) == moves {
+                // Not packed behind the blocker (the lanes' jobs did not look tiny): again.
+                assert!(
+                    attempt < 20,
+                    "20 attempts, and the single never queued behind the blocker"
+                );
+                continue;
+            }
+            return;
+        }
+    });
+}
+
+/// A job queued behind a stalled tiny job while its run was the only one in flight starts
+/// before a later run's task takes the idle lane: the seed's run partitions keep two runs'
+/// work from interleaving. (The later run's task is held on a gate, so had it taken the idle
+/// lane first, the queued job would wait behind the stalled one.) Each of 10 attempts races
+/// the idle lane's own looks, which can move the job first.
+#[test]
+fn a_later_runs_task_does_not_start_ahead_of_a_queued_job() {
+    let _one = common::serial();
+    let (mut packed, mut attempts) = (0, 0);
+    while packed < 10 {
+        attempts += 1;
+        assert!(
+            attempts <= 40,
+            "{attempts} attempts, {packed} with the job queued behind the blocker"
+        );
+        // A fresh worker each time: the later run's held task would leave its lane's recent
+        // jobs long, and the next attempt would not pack.
+        let (w, c) = common::sub_worker(WorkerConfig::default(), 2, "gated.record", record);
+        let e = w.engine().unwrap().clone();
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let first = o.begin_run().unwrap();
+        warm(&mut o, &c, 200, Duration::ZERO);
+        let (stalled, held) = blocker(&mut o, &c);
+        // Well past the spin budget: the idle lane parks, and looks only now and then.
+        std::thread::sleep(Duration::from_millis(30));
+        let moves = e.sub_moves.load(Ordering::Relaxed);
+        let queued = rec(None, Duration::ZERO);
+        submit(&mut o, &c, queued);
+        // Time for a pass to queue it behind the blocker (with two runs in flight it would
+        // go to the idle lane at once), too short for the idle lane's two looks to move it.
+        std::thread::sleep(Duration::from_micros(300));
+        o.close_run_submission(first).unwrap();
+        let later = o.begin_run().unwrap();
+        let held_later = Gate::new();
+        submit(&mut o, &c, rec(Some(held_later.0), Duration::ZERO));
+        o.close_run_submission(later).unwrap();
+        let ran = wait_run("the first run's queued job", queued);
+        assert_ne!(ran, held, "ran behind the blocker");
+        drop(held_later);
+        drop(stalled);
+        for run in [first, later] {
+            assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
+        }
+        if e.sub_moves.load(Ordering::Relaxed) > moves {
+            packed += 1;
+        }
+    }
 }

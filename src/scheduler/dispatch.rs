@@ -9,15 +9,15 @@ impl Sched {
         let e = self.e;
         // Moved out for the pass: the helpers below take `&mut self`.
         let mut queues = self.queues.take().expect("queues are home between passes");
+        let one_run = self.one_run();
         {
             let q = &mut queues;
             if q.is_empty() {
                 self.queues = Some(queues);
-                self.rebalance_sub();
+                self.rebalance_sub(!one_run);
                 return self.flush_posts();
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
-            let one_run = self.one_run();
             let mut blocked_head = None;
             // Group FIFO head: launch only on a fully idle target set, else reserve it.
             while let Some((sid, r)) = q.group.peek() {
@@ -62,6 +62,13 @@ impl Sched {
             // by packing stays the choice while it has room (no lane before it gains room in
             // a pass), so the singles behind go there without asking again.
             let mut packed: Option<usize> = None;
+            if !one_run {
+                // Jobs queued in mailboxes were packed while their run was the only one in
+                // flight, so they are older than any newer run's head: idle lanes take them
+                // back first, and a newer run's task never starts ahead of them.
+                self.rebalance_sub(true);
+            }
+            let mut group_blocked = false;
             while let Some((sid, r)) = q.sub.peek() {
                 let (sid, need) = (*sid, r.members as usize);
                 if need == 1 {
@@ -93,6 +100,7 @@ impl Sched {
                         .filter(|&l| self.lanes[l as usize].idle()),
                 );
                 if self.idle_subs.len() < need {
+                    group_blocked = true;
                     break;
                 }
                 q.sub.pop();
@@ -105,8 +113,10 @@ impl Sched {
                     self.idle_subs = lanes;
                 }
             }
-            if q.sub.is_empty() {
-                self.rebalance_sub();
+            // Behind a group that waits for lanes (the seed stops the drain there), the
+            // singles already queued in mailboxes may still go to the idle lanes.
+            if q.sub.is_empty() || group_blocked {
+                self.rebalance_sub(false);
             }
         }
         self.queues = Some(queues);
@@ -166,9 +176,11 @@ impl Sched {
         ));
     }
 
-    /// An idle SUB lane with the SUB FIFO empty takes back a job queued behind another SUB
-    /// lane's running one.
-    fn rebalance_sub(&mut self) {
+    /// An idle SUB lane takes back a job queued behind another SUB lane's running one: when
+    /// the SUB FIFO is empty or its head is a group waiting for lanes; `eager` (several runs
+    /// in flight) before the FIFO is drained, and without waiting for the running job to
+    /// turn out long.
+    fn rebalance_sub(&mut self, eager: bool) {
         for k in 0..self.sub.len() {
             let idle = self.sub[k] as usize;
             if !self.lanes[idle].idle() {
@@ -180,7 +192,9 @@ impl Sched {
                 let from = from as usize;
                 // Tiny jobs queued behind one another start within microseconds, unless
                 // the one running turns out long (`may_steal_from`).
-                if from != idle && self.lanes[from].load() > 1 && self.lanes[from].may_steal_from()
+                if from != idle
+                    && self.lanes[from].load() > 1
+                    && (eager || self.lanes[from].may_steal_from())
                 {
                     taken =
                         self.lanes[from].steal(|sid| slots.get(sid).core.try_claim_running_id(sid));

@@ -86,6 +86,24 @@ pub fn submit_after(
         .unwrap()
 }
 
+/// A SUB group with one member per Rec (each member's one OUTPUT on its Rec).
+pub fn submit_group(o: &mut Orchestrator, c: &Callable, members: &[&'static Rec]) -> TaskHandle {
+    let mut ts: Vec<_> = members
+        .iter()
+        .map(|&r| {
+            let mut t = tensor(r as *const Rec as u64, 0, DataType::U8, &[64], &[]);
+            t.tag = Tag::Output as u32;
+            t
+        })
+        .collect();
+    let args: Vec<TaskArgs> = ts
+        .iter_mut()
+        .map(|t| TaskArgs::of_tensors(std::slice::from_mut(t)))
+        .collect();
+    o.submit(SubmitKind::SubGroup, c, &args, &CallConfig::default(), &[])
+        .unwrap()
+}
+
 pub fn wait_run(what: &str, r: &Rec) -> i32 {
     let mut lane = 0;
     super::wait_for(&format!("{what} to run"), Duration::from_secs(10), || {
