@@ -6,8 +6,9 @@
 //! the writers the new footprint fully covers; a writer that is only partly overwritten keeps
 //! its entry (split into the bytes left over when both are dense; else whole, and the newer
 //! entry, once its writer is consumed, stays as an ownerless marker that goes on shadowing
-//! it). Erase is owner-checked: every entry has a unique key its owner journals, so a
-//! superseded writer that is consumed first never removes a later writer's entry.
+//! it, as do the pieces of such an entry split later). Erase is owner-checked: every entry
+//! has a unique key its owner journals, so a superseded writer that is consumed first never
+//! removes a later writer's entry.
 //!
 //! Index: small footprints (the common case: whole small buffers) are hashed by the 256-byte
 //! granules they span, so an insert or lookup is one or two hash probes; bigger row sets
@@ -132,11 +133,15 @@ impl Inner {
                 } else if !(fp.dense && old.shape == DENSE) {
                     shadows = true;
                 } else {
-                    // Dense over dense: the old writer keeps exactly the bytes left over.
+                    // Dense over dense: the old writer keeps exactly the bytes left over. The
+                    // pieces shadow what the old entry shadowed (some of its bytes overwrote
+                    // an older entry's), so that, erased, they leave markers as it would.
                     m.remove(idx);
                     for (lo, hi) in [(old.lo, fp.lo), (fp.hi, old.hi)] {
                         if lo < hi {
-                            m.add_entry(&Footprint::dense(lo, hi - lo), old.owner, old.seq, true);
+                            let p = Footprint::dense(lo, hi - lo);
+                            let p = m.add_entry(&p, old.owner, old.seq, true);
+                            m.entries[p as usize].shadows = old.shadows;
                         }
                     }
                     m.splits = true;
@@ -158,24 +163,20 @@ impl Inner {
             let e = m.entries.get(k.idx as usize).copied();
             let direct = e.filter(|e| e.seq == k.seq && e.owner == owner);
             if let Some(e) = direct {
-                if e.shadows {
-                    // Its writer finished: it no longer produces, but still shadows the older
-                    // entry it partly overwrote (until covered, reclaimed, or the run ends).
-                    m.entries[k.idx as usize].owner = runmap::FINISHED;
-                    continue;
-                }
-                m.remove(k.idx);
+                m.erase_entry(k.idx);
                 if !e.split {
                     continue;
                 }
             }
             if m.splits {
-                // Pieces of a split entry lie inside the bytes the key first covered.
+                // Pieces of a split entry lie inside the bytes the key first covered (one may
+                // be the direct entry above: its slab index is reused; then it is no longer
+                // `owner`'s).
                 m.overlapping(&Footprint::dense(k.lo, k.hi - k.lo), &mut self.scratch);
                 for &idx in &self.scratch {
                     let p = m.entries[idx as usize];
                     if p.owner == owner && p.seq == k.seq {
-                        m.remove(idx);
+                        m.erase_entry(idx);
                     }
                 }
             }
@@ -376,5 +377,48 @@ mod tests {
         assert_eq!(owners(&mut m, 1, 0, 64), vec![11]);
         assert_eq!(owners(&mut m, 1, 64, 64), vec![22]);
         assert_eq!(owners(&mut m, 1, 128, 128), vec![11]);
+    }
+
+    /// Seed §7 (WAW: "new consumers depend only on the latest"): W2, dense, partly
+    /// overwrites a tile W1 and so shadows it; W3 splits W2 into two pieces. Once W2 is
+    /// consumed, a reader of bytes only W2 wrote (in either piece) depends on nothing: the
+    /// pieces stay as markers shadowing W1, as the unsplit entry would. Tiles of ld 64 and
+    /// 512 put the pieces in the granule index or the ordered one; W2 is consumed after the
+    /// split or before it (the marker is split).
+    #[test]
+    fn pieces_of_a_shadowing_entry_keep_shadowing() {
+        use crate::task::DataType;
+        let base = 1u64 << 24;
+        for ld in [64u64, 512] {
+            for erase_first in [false, true] {
+                let at = format!("ld {ld}, erase_first {erase_first}");
+                let s = 8 * ld; // bytes between the tile's columns
+                let tile =
+                    crate::view::test_footprint(base, 0, DataType::F64, &[8, 8], &[1, ld]).unwrap();
+                let mut m = Inner::default();
+                let k1 = m.insert(1, &tile, 11);
+                // W2 over the tile's first two columns and the gap between; W3 in that gap.
+                let k2 = m.insert(1, &Footprint::dense(base, 2 * s), 22);
+                if erase_first {
+                    m.erase(1, 22, &[k2]);
+                }
+                let k3 = m.insert(1, &Footprint::dense(base + s / 4, s / 4), 33);
+                if !erase_first {
+                    m.erase(1, 22, &[k2]);
+                }
+                let none: Vec<SlotId> = Vec::new();
+                assert_eq!(owners(&mut m, 1, base, 64), none, "{at}");
+                assert_eq!(owners(&mut m, 1, base + s, 64), none, "{at}");
+                assert_eq!(owners(&mut m, 1, base + s / 4, s / 4), vec![33], "{at}");
+                assert_eq!(owners(&mut m, 1, base + 2 * s, 64), vec![11], "{at}");
+                assert_eq!(owners(&mut m, 1, base, 4 * s), vec![11, 33], "{at}");
+                // Markers report nothing, and go with the run.
+                m.erase(1, 33, &[k3]);
+                m.erase(1, 11, &[k1]);
+                assert_eq!(owners(&mut m, 1, base, 8 * s), none, "{at}");
+                m.drop_run(1);
+                assert!(m.is_empty(), "{at}");
+            }
+        }
     }
 }

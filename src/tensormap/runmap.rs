@@ -45,6 +45,7 @@ pub(super) struct MapEntry {
     pub(super) split: bool,
     /// It partly overwrote an older entry that could not be split (a strided view or tile):
     /// erased, it leaves a `FINISHED` marker so that it still shadows that entry (`report`).
+    /// The pieces of a split entry inherit it.
     pub(super) shadows: bool,
     /// Index into `RunMap::classes` of the grid holding it, or NO_CLASS.
     class: u8,
@@ -480,6 +481,18 @@ impl RunMap {
         self.classes[c].reset_for(lo, r);
         // (A row set too big for a grid of its own size does not fit it either.)
         self.classes[c].fits(lo, r).then_some(c)
+    }
+
+    /// Entry `idx`'s writer finished (was consumed): it no longer produces. One that shadows
+    /// stays as a `FINISHED` marker, still shadowing the older entry it partly overwrote
+    /// (until covered, reclaimed, or the run ends); any other is removed.
+    pub(super) fn erase_entry(&mut self, idx: u32) {
+        let e = &mut self.entries[idx as usize];
+        if e.shadows {
+            e.owner = FINISHED;
+        } else {
+            self.remove(idx);
+        }
     }
 
     pub(super) fn remove(&mut self, idx: u32) {
