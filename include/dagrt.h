@@ -138,8 +138,10 @@ enum dagrt_tag
    zero strides and offset); the submit writes its address back into the tensor. One with
    a zero extent gets no buffer: its data stays NULL, there and in the executor. The
    buffer lives as long as its task's slot: once the task's scope has ended and every
-   task depending on it is done, it is reclaimed, and a task submitted after that which
-   names it reads released memory (nothing tracks it any more, failed producer or not).
+   task depending on it, or reading it (INPUT or INOUT, also behind a later in-place
+   writer), is done, it is reclaimed, and a task submitted after that which names it
+   reads released memory (nothing tracks it any more, failed producer or not). A pure
+   write (OUTPUT, OUTPUT_EXISTING) into it does not hold it (the seed's tag table).
    */
   DAGRT_TAG_OUTPUT = 1,
   /*
@@ -710,8 +712,9 @@ enum dagrt_status dagrt_submit_sub_group(struct dagrt_orch_t *orch, const struct
 /*
  Allocate a runtime-owned buffer of `shape[0..ndim]` elements of `dtype` from the heap ring
  of the current scope: a synthetic completed task owns it, later INPUT/INOUT tensors on it
- depend on it, and it is reclaimed once nothing references it (tag a writer INOUT to keep
- it alive while writing). `out_ptr` receives the 1024-aligned address, `out_handle` (may
+ depend on it and hold it, and it is reclaimed once its scope has ended and they are done
+ (tag a writer INOUT to keep it alive while writing: OUTPUT and OUTPUT_EXISTING do not
+ hold it). `out_ptr` receives the 1024-aligned address, `out_handle` (may
  be NULL) the synthetic task's handle.
  */
 enum dagrt_status dagrt_alloc(struct dagrt_orch_t *orch, const uint64_t *shape, uint32_t ndim, uint32_t dtype, void **out_ptr, struct dagrt_task_handle *out_handle);

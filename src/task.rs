@@ -27,8 +27,10 @@ pub enum Tag {
     /// zero strides and offset); the submit writes its address back into the tensor. One with
     /// a zero extent gets no buffer: its data stays NULL, there and in the executor. The
     /// buffer lives as long as its task's slot: once the task's scope has ended and every
-    /// task depending on it is done, it is reclaimed, and a task submitted after that which
-    /// names it reads released memory (nothing tracks it any more, failed producer or not).
+    /// task depending on it, or reading it (INPUT or INOUT, also behind a later in-place
+    /// writer), is done, it is reclaimed, and a task submitted after that which names it
+    /// reads released memory (nothing tracks it any more, failed producer or not). A pure
+    /// write (OUTPUT, OUTPUT_EXISTING) into it does not hold it (the seed's tag table).
     Output = 1,
     /// Read and write: RaW and WaW edge on the prior producers, then becomes the producer.
     Inout = 2,

@@ -229,8 +229,9 @@ pub extern "C" fn dagrt_submit_sub_group(
 
 /// Allocate a runtime-owned buffer of `shape[0..ndim]` elements of `dtype` from the heap ring
 /// of the current scope: a synthetic completed task owns it, later INPUT/INOUT tensors on it
-/// depend on it, and it is reclaimed once nothing references it (tag a writer INOUT to keep
-/// it alive while writing). `out_ptr` receives the 1024-aligned address, `out_handle` (may
+/// depend on it and hold it, and it is reclaimed once its scope has ended and they are done
+/// (tag a writer INOUT to keep it alive while writing: OUTPUT and OUTPUT_EXISTING do not
+/// hold it). `out_ptr` receives the 1024-aligned address, `out_handle` (may
 /// be NULL) the synthetic task's handle.
 #[no_mangle]
 pub extern "C" fn dagrt_alloc(

@@ -110,6 +110,7 @@ impl Orchestrator {
         }
         {
             let mut tm = self.e.tensormap.lock();
+            let heap = &self.e.heap;
             let producers = &mut self.producers;
             let mut found = |p| {
                 if p != sid {
@@ -120,7 +121,15 @@ impl Orchestrator {
             // sees them): the slot's copies, which the executor's view shows, read NO_DEP.
             if read_after_write {
                 let tagged = d.tensors.iter().zip(self.footprints.iter());
-                reads_first(&mut tm, run.id, sid, tagged, &mut found, &mut d.outputs);
+                reads_first(
+                    &mut tm,
+                    heap,
+                    run.id,
+                    sid,
+                    tagged,
+                    &mut found,
+                    &mut d.outputs,
+                );
                 for t in d.tensors.iter_mut() {
                     t.tag = NO_DEP;
                 }
@@ -131,7 +140,11 @@ impl Orchestrator {
                     let tag = tag_of(t);
                     t.tag = NO_DEP;
                     let Some(fp) = fp else { continue };
-                    match (tag.looks_up(), tag.inserts()) {
+                    let looks_up = tag.looks_up();
+                    if looks_up {
+                        hold_slab_owner(heap, run.id, fp, &mut found);
+                    }
+                    match (looks_up, tag.inserts()) {
                         (true, true) => d
                             .outputs
                             .push(tm.lookup_insert(run.id, fp, sid, &mut found)),
@@ -320,7 +333,7 @@ impl Orchestrator {
         let ring = HeapRings::for_depth(self.scope.current_depth());
         let mut slab = (std::ptr::null_mut(), None);
         if bytes > 0 {
-            match self.e.heap.rings[ring].alloc(bytes, timeout) {
+            match self.e.heap.rings[ring].alloc(bytes, timeout, (sid, run.id)) {
                 Ok((ptr, seq)) => {
                     let lo = ptr as u64;
                     slab = (
@@ -415,6 +428,7 @@ const NO_DEP: u32 = Tag::NoDep as u32;
 #[inline(never)]
 fn reads_first<'a>(
     tm: &mut crate::tensormap::Inner,
+    heap: &HeapRings,
     run: crate::run::RunId,
     sid: SlotId,
     tagged: impl Iterator<Item = (&'a crate::task::Tensor, &'a Option<Footprint>)> + Clone,
@@ -425,6 +439,7 @@ fn reads_first<'a>(
         let (Some(fp), true) = (fp, tag_of(t).looks_up()) else {
             continue;
         };
+        hold_slab_owner(heap, run, fp, found);
         tm.lookup(run, fp, &mut *found);
     }
     for (t, fp) in tagged {
@@ -432,6 +447,24 @@ fn reads_first<'a>(
             continue;
         };
         outputs.push(tm.insert(run, fp, sid));
+    }
+}
+
+/// A read (INPUT, INOUT) of a runtime-owned slab of its run holds the slab's owner, whatever
+/// writer the TensorMap finds for those bytes: an in-place writer of the buffer holds the
+/// owner only until it completes, and a reader behind it would otherwise hold nothing that
+/// keeps the bytes. (Pure writes stay unwired, as the seed's tag table says.)
+#[inline]
+fn hold_slab_owner(
+    heap: &HeapRings,
+    run: crate::run::RunId,
+    fp: &Footprint,
+    found: &mut impl FnMut(SlotId),
+) {
+    if heap.holds(fp.lo) {
+        if let Some(owner) = heap.owner_of(fp.lo, run) {
+            found(owner);
+        }
     }
 }
 

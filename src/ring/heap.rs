@@ -19,10 +19,19 @@ struct RingState {
     /// the physical offset is the position modulo the ring size.
     top: u64,
     tail: u64,
-    /// FIFO of reservations in allocation order: (end position, released).
-    fifo: VecDeque<(u64, bool)>,
+    /// Reservations in allocation order.
+    fifo: VecDeque<Reservation>,
     /// Sequence number of `fifo[0]`.
     head_seq: u64,
+}
+
+struct Reservation {
+    /// End position.
+    end: u64,
+    released: bool,
+    /// The slot the slab belongs to, and its run.
+    owner: u64,
+    run: u64,
 }
 
 /// One heap ring: a slab region reclaimed strictly in allocation order.
@@ -48,10 +57,16 @@ impl HeapRing {
 
     /// Reserve `bytes` (already aligned), waiting for reclamation while it progresses: fails
     /// once a wait sees the tail not move for `timeout` (the seed: "if timeout_ms elapses with
-    /// no progress").
+    /// no progress"). `owner`: the slot the slab belongs to and its run
+    /// (`HeapRings::owner_of`).
     /// Not inlined: most submits need no slab, and its waits would weigh on the slot claim.
     #[inline(never)]
-    pub fn alloc(&self, bytes: u64, timeout: Duration) -> Result<(*mut u8, u64), HeapError> {
+    pub fn alloc(
+        &self,
+        bytes: u64,
+        timeout: Duration,
+        owner: (u64, u64),
+    ) -> Result<(*mut u8, u64), HeapError> {
         if bytes > self.size {
             return Err(HeapError::TooLarge);
         }
@@ -62,7 +77,7 @@ impl HeapRing {
             let ok = self.freed.wait_until_timeout(
                 || {
                     let mut st = self.lock();
-                    if self.try_reserve(&mut st, bytes, &mut out) {
+                    if self.try_reserve(&mut st, bytes, owner, &mut out) {
                         return true;
                     }
                     *seen.get_or_insert(st.head_seq) != st.head_seq
@@ -83,6 +98,7 @@ impl HeapRing {
         &self,
         st: &mut RingState,
         bytes: u64,
+        owner: (u64, u64),
         out: &mut Option<(*mut u8, u64)>,
     ) -> bool {
         let phys = st.top % self.size;
@@ -99,7 +115,12 @@ impl HeapRing {
         st.tail = tail;
         st.top = start + bytes;
         let seq = st.head_seq + st.fifo.len() as u64;
-        st.fifo.push_back((start + bytes, false));
+        st.fifo.push_back(Reservation {
+            end: start + bytes,
+            released: false,
+            owner: owner.0,
+            run: owner.1,
+        });
         // SAFETY: `start % size + bytes <= size`, inside the mapping.
         *out = Some((unsafe { self.base.add((start % self.size) as usize) }, seq));
         true
@@ -109,12 +130,12 @@ impl HeapRing {
     pub fn release(&self, seq: u64) {
         let mut st = self.lock();
         let idx = (seq - st.head_seq) as usize;
-        st.fifo[idx].1 = true;
+        st.fifo[idx].released = true;
         let mut advanced = false;
-        while let Some(&(end, true)) = st.fifo.front() {
+        while let Some(r) = st.fifo.front().filter(|r| r.released) {
+            st.tail = r.end;
             st.fifo.pop_front();
             st.head_seq += 1;
-            st.tail = end;
             advanced = true;
         }
         if st.fifo.is_empty() {
@@ -193,6 +214,36 @@ impl HeapRings {
         Ok(HeapRings { rings, map, len })
     }
 
+    /// Whether byte `addr` lies in the rings' mapping (one comparison).
+    #[inline]
+    pub fn holds(&self, addr: u64) -> bool {
+        addr.wrapping_sub(self.map as u64) < self.len as u64
+    }
+
+    /// The slot of run `run` whose live slab holds byte `addr`, if any: a task that reads
+    /// bytes of a runtime-owned buffer holds that slot, so the buffer outlives the task even
+    /// when a later writer, not the slab's owner, is the producer the TensorMap finds.
+    #[inline(never)]
+    pub fn owner_of(&self, addr: u64, run: u64) -> Option<u64> {
+        if !self.holds(addr) {
+            return None;
+        }
+        let off = addr - self.map as u64;
+        let r = &self.rings[(off / self.rings[0].size) as usize];
+        let phys = off % r.size;
+        let st = r.lock();
+        // The live position with that physical offset, if one is live.
+        let pos = st.tail + (phys + r.size - st.tail % r.size) % r.size;
+        if pos >= st.top {
+            return None;
+        }
+        let i = st.fifo.partition_point(|r| r.end <= pos);
+        st.fifo
+            .get(i)
+            .filter(|r| !r.released && r.run == run)
+            .map(|r| r.owner)
+    }
+
     /// Ring for a 0-based scope depth, clamped to the last ring.
     pub fn for_depth(depth: usize) -> usize {
         depth.min(MAX_RING_DEPTH - 1)
@@ -225,10 +276,10 @@ mod tests {
         let r = &rings.rings[0];
         let slab = r.size() / 8;
         let seqs: Vec<u64> = (0..8)
-            .map(|_| r.alloc(slab, Duration::ZERO).unwrap().1)
+            .map(|_| r.alloc(slab, Duration::ZERO, (1, 1)).unwrap().1)
             .collect();
         let t0 = Instant::now();
-        assert_eq!(r.alloc(slab, ms(50)), Err(HeapError::Exhausted));
+        assert_eq!(r.alloc(slab, ms(50), (1, 1)), Err(HeapError::Exhausted));
         let waited = t0.elapsed();
         assert!(
             waited >= ms(50) && waited < ms(2_000),
@@ -244,7 +295,7 @@ mod tests {
                 }
             });
             let t0 = Instant::now();
-            let got = r.alloc(r.size(), ms(200));
+            let got = r.alloc(r.size(), ms(200), (1, 1));
             let waited = t0.elapsed();
             assert!(
                 got.is_ok(),
@@ -255,5 +306,34 @@ mod tests {
                 "the whole ring came free early: {waited:?}"
             );
         });
+    }
+
+    /// `owner_of` finds the live slab holding an address, after the ring has wrapped too;
+    /// released slabs, other runs and addresses outside the rings have none.
+    #[test]
+    fn owner_of_finds_the_live_slab() {
+        let rings = HeapRings::new(4 * 1024).unwrap();
+        let r = &rings.rings[1];
+        let k = 1024;
+        let at = |p: *mut u8| p as u64;
+        let (a, sa) = r.alloc(2 * k, ms(0), (10, 1)).unwrap();
+        let (b, sb) = r.alloc(k, ms(0), (11, 1)).unwrap();
+        assert_eq!(rings.owner_of(at(a), 1), Some(10));
+        assert_eq!(rings.owner_of(at(a) + 2 * k - 1, 1), Some(10));
+        assert_eq!(rings.owner_of(at(b) + 5, 1), Some(11));
+        assert_eq!(rings.owner_of(at(b) + 5, 2), None, "another run's slab");
+        assert_eq!(rings.owner_of(at(b) + k, 1), None, "past the top");
+        assert_eq!(rings.owner_of(at(a) - 1, 1), None, "ring 0");
+        assert_eq!(rings.owner_of(8, 1), None, "outside the rings");
+        r.release(sa);
+        assert_eq!(rings.owner_of(at(a), 1), None, "reclaimed");
+        // Wraps: 2 KiB from position 3 KiB lands at the ring's start, where a was.
+        let (c, _) = r.alloc(2 * k, ms(0), (12, 1)).unwrap();
+        assert_eq!(c, a);
+        assert_eq!(rings.owner_of(at(c) + k, 1), Some(12));
+        assert_eq!(rings.owner_of(at(b), 1), Some(11));
+        r.release(sb);
+        assert_eq!(rings.owner_of(at(b), 1), None);
+        assert_eq!(rings.owner_of(at(c), 1), Some(12));
     }
 }

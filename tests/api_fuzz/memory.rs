@@ -250,6 +250,7 @@ impl Fz {
             len: bytes,
             run: ri,
             frame,
+            node,
         });
         self.nodes.push(NodeM {
             run: ri,

@@ -159,6 +159,8 @@ pub(crate) struct HeapBuf {
     pub(crate) len: u64,
     pub(crate) run: usize,
     pub(crate) frame: usize,
+    /// The node whose slab it lies in (the OUTPUT's task, or the alloc).
+    pub(crate) node: usize,
 }
 
 pub(crate) struct Builder {

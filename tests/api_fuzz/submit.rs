@@ -681,6 +681,18 @@ impl Fz {
                 let Some((lo, hi)) = i.range else { continue };
                 if tag == 0 || tag == 2 {
                     reads.push((lo, hi));
+                    // A read of a runtime-owned buffer holds the node that owns its slab (the
+                    // latest allocation at that address in this run).
+                    if let Some(b) = self
+                        .heapbufs
+                        .iter()
+                        .rev()
+                        .find(|b| b.run == ri && b.ptr <= lo && lo < b.ptr + b.len)
+                    {
+                        if b.node != node {
+                            add(&mut prods, b.node, true);
+                        }
+                    }
                     for e in &self.runs[ri].tmap {
                         if e.0 < hi && lo < e.1 && e.2 != node {
                             add(&mut prods, e.2, true);
@@ -719,6 +731,7 @@ impl Fz {
                         len: hi - lo,
                         run: ri,
                         frame,
+                        node,
                     });
                 }
             }

@@ -351,6 +351,7 @@ pub fn static_bufs(storage: &[Vec<u64>]) -> Vec<Buf> {
             level: 0,
             alive: true,
             last: vec![0; v.len() * 8],
+            owner: None,
         })
         .collect()
 }
@@ -462,6 +463,8 @@ pub struct Buf {
     pub alive: bool,
     /// Per byte: last writer node + 1 (0: none in this run).
     pub last: Vec<u32>,
+    /// The node whose heap slab it is (runtime-owned buffers): a read of it holds that node.
+    pub owner: Option<usize>,
 }
 
 impl Buf {
@@ -482,6 +485,7 @@ impl Buf {
             level,
             alive: true,
             last: vec![writer as u32 + 1; len as usize],
+            owner: Some(writer),
         }
     }
 }

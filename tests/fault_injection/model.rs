@@ -256,7 +256,8 @@ impl<'a> Builder<'a> {
     }
 
     /// Superset model MAY, after the submit (auto-allocated addresses known): every earlier
-    /// write whose byte interval meets the view's, unless a later dense write covered it.
+    /// write whose byte interval meets the view's, unless a later dense write covered it, and
+    /// the owner of every runtime-owned buffer a lookup reads (the engine holds it).
     fn model_may(
         &mut self,
         idx: usize,
@@ -264,6 +265,15 @@ impl<'a> Builder<'a> {
         deps: &[(usize, bool)],
     ) -> BTreeSet<usize> {
         let mut may: BTreeSet<usize> = deps.iter().map(|d| d.0).collect();
+        for m in members {
+            for (t, &bi) in m.tensors.iter().zip(&m.bufs) {
+                let reads = Tag::from_u32(t.tag).is_some_and(common::model_looks_up);
+                let owner = self.bufs.get(bi).and_then(|b| b.owner);
+                if let Some(o) = owner.filter(|&o| reads && o != idx) {
+                    may.insert(o);
+                }
+            }
+        }
         // Every lookup before any insert, as the engine does (a node's reads see the writers
         // before it, whatever the order of its tensors).
         for inserting in [false, true] {
