@@ -12,7 +12,7 @@ use crate::slot::SlotId;
 use crate::spsc::Padded;
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -232,40 +232,85 @@ impl Trace {
     /// Stop recording and write the Chrome trace JSON. Returns the path written, if any.
     /// (The flag is cleared under the file lock: a `start` racing this stop either comes first
     /// and is stopped with it, or finds no recording and starts its own, flag and file.)
+    ///
+    /// A regular file is written whole under a temporary name and renamed over the path, so
+    /// it always holds one complete document, also when another process records into the
+    /// same path; anything else (a pipe, a device) is written through the file opened at
+    /// start. The events are streamed, and dropped once written (the DAG stays for the DOT
+    /// export).
     pub fn stop(&self) -> Result<Option<PathBuf>, (PathBuf, std::io::Error)> {
         let mut out = lock(&self.out);
         self.enabled.store(false, Ordering::Release);
-        let Some((path, mut f)) = out.take() else {
+        let Some((path, f)) = out.take() else {
             return Ok(None);
         };
-        match f
-            .write_all(self.chrome_json().as_bytes())
-            .and_then(|()| f.sync_all())
-        {
+        let regular = f.metadata().is_ok_and(|m| m.is_file());
+        let written = if regular {
+            let mut tmp = path.clone().into_os_string();
+            tmp.push(format!(".{}.tmp", std::process::id()));
+            let tmp = PathBuf::from(tmp);
+            let w = File::create(&tmp)
+                .and_then(|t| self.write_to(t))
+                .and_then(|()| std::fs::rename(&tmp, &path));
+            if w.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            w
+        } else {
+            self.write_to(f)
+        };
+        for t in self.timelines.iter() {
+            *lock(t) = Timeline::default();
+        }
+        match written {
             Ok(()) => Ok(Some(path)),
             Err(x) => Err((path, x)),
         }
     }
 
+    fn write_to(&self, f: File) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+        self.write_chrome(&mut w)?;
+        w.into_inner().map_err(|x| x.into_error())?.sync_all()
+    }
+
     /// The recorded events as a Chrome trace-event JSON document.
     pub fn chrome_json(&self) -> String {
+        let mut v = Vec::new();
+        self.write_chrome(&mut v)
+            .expect("writing into memory cannot fail");
+        String::from_utf8(v).expect("the document is UTF-8")
+    }
+
+    /// Write the recorded events as a Chrome trace-event JSON document, event by event.
+    fn write_chrome(&self, w: &mut impl Write) -> std::io::Result<()> {
         let timelines: Vec<_> = self.timelines.iter().map(|t| lock(t)).collect();
         let tasks = || timelines.iter().flat_map(|t| t.tasks.iter());
         let sched = || timelines.iter().flat_map(|t| t.sched.iter());
         let g = self.graph();
         let us = |ns: u64| ns as f64 / 1000.0;
         let sched_tid = self.lane_names.len() as u32;
-        let mut ev: Vec<String> = Vec::new();
-        ev.push(
+        w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
+        let mut first = true;
+        let mut emit = |e: String| -> std::io::Result<()> {
+            if !first {
+                w.write_all(b",\n")?;
+            }
+            first = false;
+            w.write_all(e.as_bytes())
+        };
+        emit(
             r#"{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"dagrt worker"}}"#
                 .into(),
-        );
+        )?;
         for (i, n) in self.lane_names.iter().enumerate() {
-            ev.push(format!(
+            emit(format!(
                 r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{i},"args":{{"name":{}}}}}"#,
                 quote(n)
-            ));
-            ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{i},"args":{{"sort_index":{i}}}}}"#));
+            ))?;
+            emit(format!(
+                r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{i},"args":{{"sort_index":{i}}}}}"#
+            ))?;
         }
         // Scheduler tracks: the scheduler thread's, then one per lane that ran passes.
         let sched_track = |by: Option<u32>| by.map_or(sched_tid, |l| sched_tid + 1 + l);
@@ -282,16 +327,18 @@ impl Trace {
                         .map_or_else(|| format!("lane {l}"), |n| n.clone())
                 ),
             };
-            ev.push(format!(
+            emit(format!(
                 r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{tid},"args":{{"name":{}}}}}"#,
                 quote(&name)
-            ));
-            ev.push(format!(r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{tid},"args":{{"sort_index":{tid}}}}}"#));
+            ))?;
+            emit(format!(
+                r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
+            ))?;
         }
         // Task slices; remember where member 0 of each task ran for the flow arrows.
         let mut placed = std::collections::HashMap::new();
         for t in tasks() {
-            ev.push(format!(
+            emit(format!(
                 r#"{{"ph":"X","cat":"task","name":{},"pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"run":{},"slot":{},"member":{},"failed":{}}}}}"#,
                 quote(t.name),
                 t.lane,
@@ -301,7 +348,7 @@ impl Trace {
                 t.slot,
                 t.member,
                 t.failed
-            ));
+            ))?;
             if t.member == 0 {
                 placed.insert((t.run, t.slot), (t.lane, t.t0, t.t1));
             }
@@ -313,26 +360,26 @@ impl Trace {
                 continue;
             };
             let cat = if e.retain { "dep" } else { "dep_wait" };
-            ev.push(format!(
+            emit(format!(
                 r#"{{"ph":"s","cat":"{cat}","name":"dep","id":{i},"pid":1,"tid":{pl},"ts":{:.3}}}"#,
                 us(p1.saturating_sub(1))
-            ));
-            ev.push(format!(r#"{{"ph":"f","bp":"e","cat":"{cat}","name":"dep","id":{i},"pid":1,"tid":{cl},"ts":{:.3}}}"#, us(c0)));
+            ))?;
+            emit(format!(
+                r#"{{"ph":"f","bp":"e","cat":"{cat}","name":"dep","id":{i},"pid":1,"tid":{cl},"ts":{:.3}}}"#,
+                us(c0)
+            ))?;
         }
         for s in sched() {
-            ev.push(format!(
+            emit(format!(
                 r#"{{"ph":"X","cat":"scheduler","name":"{}","pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"count":{}}}}}"#,
                 s.name,
                 sched_track(s.by),
                 us(s.t0),
                 us(s.t1.saturating_sub(s.t0)),
                 s.count
-            ));
+            ))?;
         }
-        let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-        out.push_str(&ev.join(",\n"));
-        out.push_str("\n]}\n");
-        out
+        w.write_all(b"\n]}\n")
     }
 
     /// The DAG of `run` as recorded while tracing, in Graphviz DOT.
@@ -347,7 +394,19 @@ impl Trace {
                 dot_quote(&format!("{}\n{} slot {}", n.name, n.kind, n.slot))
             );
         }
-        for e in b.edges.iter().filter(|e| e.run == run) {
+        // Edges between recorded nodes only: a producer submitted before the recording
+        // started has none.
+        let nodes: std::collections::HashSet<SlotId> = b
+            .nodes
+            .iter()
+            .filter(|n| n.run == run)
+            .map(|n| n.slot)
+            .collect();
+        for e in b
+            .edges
+            .iter()
+            .filter(|e| e.run == run && nodes.contains(&e.from) && nodes.contains(&e.to))
+        {
             let style = if e.retain { "" } else { " [style=dashed]" };
             let _ = writeln!(s, "  t{} -> t{}{style};", e.from, e.to);
         }
@@ -398,14 +457,21 @@ fn dot_quote(s: &str) -> String {
 
 /// The trace path for the `k`th worker of the process that takes it from DAGRT_TRACE: the
 /// first one records into `path` itself, later ones into `path` with `.k` before the
-/// extension (`t.json`, `t.1.json`, ...), so no two workers write one file.
-pub fn env_trace_path(path: PathBuf, k: u32) -> PathBuf {
-    if k == 0 {
+/// extension (`t.json`, `t.1.json`, ...), so no two workers write one file. In a forked child
+/// (`pid`), whose count goes on from its parent's, the process id comes first
+/// (`t.pid1234.json`, `t.pid1234.1.json`), so siblings do not share files either.
+pub fn env_trace_path(path: PathBuf, k: u32, pid: Option<u32>) -> PathBuf {
+    if k == 0 && pid.is_none() {
         return path;
     }
     let stem = path.file_stem().unwrap_or_default().to_os_string();
     let mut name = stem;
-    name.push(format!(".{k}"));
+    if let Some(pid) = pid {
+        name.push(format!(".pid{pid}"));
+    }
+    if k > 0 {
+        name.push(format!(".{k}"));
+    }
     if let Some(ext) = path.extension() {
         name.push(".");
         name.push(ext);
@@ -419,11 +485,15 @@ mod tests {
 
     #[test]
     fn later_workers_get_numbered_trace_files() {
-        let p = |s: &str, k| env_trace_path(PathBuf::from(s), k);
+        let p = |s: &str, k| env_trace_path(PathBuf::from(s), k, None);
         assert_eq!(p("/tmp/t.json", 0), PathBuf::from("/tmp/t.json"));
         assert_eq!(p("/tmp/t.json", 1), PathBuf::from("/tmp/t.1.json"));
         assert_eq!(p("trace", 2), PathBuf::from("trace.2"));
         assert_eq!(p("a.b/t.x.json", 3), PathBuf::from("a.b/t.x.3.json"));
+        let f = |s: &str, k| env_trace_path(PathBuf::from(s), k, Some(77));
+        assert_eq!(f("/tmp/t.json", 0), PathBuf::from("/tmp/t.pid77.json"));
+        assert_eq!(f("/tmp/t.json", 2), PathBuf::from("/tmp/t.pid77.2.json"));
+        assert_eq!(f("trace", 0), PathBuf::from("trace.pid77"));
     }
 
     /// Whenever the file lock is free, recording is on exactly when a file is open, however

@@ -281,8 +281,9 @@ impl Worker {
             // Every worker of the process reads the same variable: each gets a file of its own.
             static TRACED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             let k = TRACED.fetch_add(1, Ordering::Relaxed);
-            let p = crate::trace::env_trace_path(p.into(), k);
-            if k > 0 {
+            let forked = (crate::fork::generation() > 0).then(std::process::id);
+            let p = crate::trace::env_trace_path(p.into(), k, forked);
+            if k > 0 || forked.is_some() {
                 let msg = format!("DAGRT_TRACE: this worker records into {}", p.display());
                 crate::log::emit(crate::log::LogLevel::Info, &msg);
             }

@@ -163,3 +163,173 @@ fn trace_is_chrome_json_and_dot_names_edges() {
     assert_eq!(bufs, vec![1, 1, 1, 1]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn sub_worker(lanes: u32) -> (Worker, dagrt::callable::Callable) {
+    let mut w = Worker::new(WorkerConfig::default()).unwrap();
+    w.add_sub_lanes(lanes).unwrap();
+    w.init().unwrap();
+    let c = register(
+        "trace.touch",
+        7,
+        CallableKind::Task as u32,
+        touch,
+        std::ptr::null_mut(),
+    )
+    .unwrap();
+    (w, c)
+}
+
+/// A file in a directory of the test's own (tests of one binary may run side by side).
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dagrt-trace-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn sub(
+    o: &mut dagrt::orchestrator::Orchestrator,
+    c: &dagrt::callable::Callable,
+    ts: &mut [Tensor],
+) {
+    let a = TaskArgs::of_tensors(ts);
+    o.submit(SubmitKind::Sub, c, &[a], &CallConfig::default(), &[])
+        .unwrap();
+}
+
+/// A pass's scheduler slices do not overlap on its track: "dispatch" ends where the pass's
+/// "reclaim" begins (it once ran on over the reclaim, which then counted twice).
+#[test]
+fn a_pass_slices_do_not_overlap() {
+    let path = scratch("passes.json");
+    let (w, c) = sub_worker(2);
+    let e = w.engine().unwrap().clone();
+    e.trace.start(path.clone()).unwrap();
+    let mut buf = [0u64; 8];
+    let p = buf.as_mut_ptr();
+    for _ in 0..5 {
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let run = o.begin_run().unwrap();
+        for i in 0..400 {
+            // SAFETY: in bounds; the array outlives the run.
+            sub(
+                &mut o,
+                &c,
+                &mut [tensor(unsafe { p.add(i % 8) }, Tag::Inout)],
+            );
+        }
+        o.close_run_submission(run).unwrap();
+        drop(o);
+        assert!(e.runs.get(run).unwrap().wait(None));
+    }
+    e.trace.stop().unwrap();
+    drop(w);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let sched: Vec<(u64, f64, f64, String)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["cat"] == "scheduler")
+        .map(|x| {
+            let t = x["ts"].as_f64().unwrap();
+            let name = x["name"].as_str().unwrap().to_string();
+            (
+                x["tid"].as_u64().unwrap(),
+                t,
+                t + x["dur"].as_f64().unwrap(),
+                name,
+            )
+        })
+        .collect();
+    assert!(sched.iter().any(|s| s.3 == "reclaim"), "no reclaim slice");
+    for a in sched.iter().filter(|s| s.3 == "reclaim") {
+        for d in sched.iter().filter(|s| s.3 == "dispatch" && s.0 == a.0) {
+            // Timestamps are printed to the nanosecond: a shared end point is not overlap.
+            assert!(
+                a.2 <= d.1 + 0.001 || d.2 <= a.1 + 0.001,
+                "reclaim {a:?} overlaps dispatch {d:?}"
+            );
+        }
+    }
+    assert_eq!(buf.iter().sum::<u64>(), 2000);
+}
+
+/// Every edge of the DOT export joins two nodes it declares: an `alloc` buffer's synthetic
+/// task is a node, and a producer submitted before the recording started leaves its edge out.
+#[test]
+fn dot_edges_join_declared_nodes() {
+    let (w, c) = sub_worker(1);
+    let e = w.engine().unwrap().clone();
+    let mut out = [0u64; 2];
+    let run = {
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let run = o.begin_run().unwrap();
+        sub(&mut o, &c, &mut [tensor(&mut out[1], Tag::Inout)]);
+        e.trace.start(scratch("dot.json")).unwrap();
+        sub(&mut o, &c, &mut [tensor(&mut out[1], Tag::Inout)]);
+        let (b, _) = o.alloc(&[1], DataType::U64 as u32).unwrap();
+        sub(
+            &mut o,
+            &c,
+            &mut [
+                tensor(b.cast(), Tag::Input),
+                tensor(&mut out[0], Tag::Output),
+            ],
+        );
+        o.close_run_submission(run).unwrap();
+        run
+    };
+    assert!(e.runs.get(run).unwrap().wait(None));
+    let dot = e.trace.dot(run);
+    e.trace.stop().unwrap();
+    drop(w);
+    let mut declared = std::collections::HashSet::new();
+    let mut edges = Vec::new();
+    for l in dot.lines().map(str::trim) {
+        if let Some((a, b)) = l.split_once(" -> ") {
+            edges.push((a.to_string(), b.trim_end_matches(';').to_string()));
+        } else if let Some((n, _)) = l.split_once(" [label=") {
+            declared.insert(n.to_string());
+        }
+    }
+    assert_eq!(declared.len(), 3, "two traced tasks and the alloc:\n{dot}");
+    assert_eq!(edges.len(), 1, "the alloc's edge only:\n{dot}");
+    for (a, b) in &edges {
+        assert!(
+            declared.contains(a) && declared.contains(b),
+            "{a} -> {b}:\n{dot}"
+        );
+    }
+    assert!(dot.contains("alloc"), "{dot}");
+}
+
+/// The file holds one whole document also when something else wrote into it meanwhile (two
+/// processes recording into one path): it is written under another name and renamed.
+#[test]
+fn the_file_is_one_whole_document() {
+    let path = scratch("whole.json");
+    let (w, c) = sub_worker(1);
+    let e = w.engine().unwrap().clone();
+    e.trace.start(path.clone()).unwrap();
+    std::fs::write(&path, vec![b'x'; 1 << 20]).unwrap();
+    let mut b = [0u64; 1];
+    {
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let run = o.begin_run().unwrap();
+        sub(&mut o, &c, &mut [tensor(&mut b[0], Tag::Inout)]);
+        o.close_run_submission(run).unwrap();
+        drop(o);
+        assert!(e.runs.get(run).unwrap().wait(None));
+    }
+    e.trace.stop().unwrap();
+    drop(w);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v: Value = serde_json::from_str(&text).expect("one whole JSON document");
+    assert!(v["traceEvents"].as_array().unwrap().len() > 1);
+    let dir = path.parent().unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|d| d.ok())
+        .filter(|d| d.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}

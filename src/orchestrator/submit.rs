@@ -294,6 +294,9 @@ impl Orchestrator {
         // SAFETY: BUILDING, owned by this thread.
         let d = unsafe { slot.data() };
         d.kind = SlotKind::Alloc;
+        if self.e.trace.on() {
+            self.e.trace.node(rr.id, sid, "alloc", "alloc");
+        }
         let fp = Footprint::dense(ptr as u64, bytes);
         let key = self.e.tensormap.lock().insert(rr.id, &fp, sid);
         d.outputs.push(key);

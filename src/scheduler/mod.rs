@@ -274,6 +274,8 @@ impl Sched {
         while let Some((sid, r)) = self.e.ready_in.pop() {
             completion::route(queues, sid, r);
         }
+        // Dispatch from here: a chain's step placed directly counts as one.
+        let t1 = if traced { self.e.trace.now() } else { 0 };
         // A chain's step: the one consumer this pass released goes straight to its lane
         // when nothing else is waiting (`place_direct`); otherwise through the queues.
         let mut direct = false;
@@ -291,21 +293,22 @@ impl Sched {
         for (sid, r) in self.ready.drain(..) {
             completion::route(queues, sid, r);
         }
-        let t1 = if traced { self.e.trace.now() } else { 0 };
         let posted = self.dispatch();
-        // Reclaim after dispatching: new work goes out first, and a run whose fence this
-        // drops to zero no longer has dead entries in the queues this pass could drain.
-        self.reclaim_or_hold(posted > 0 || direct);
+        // The slices end before the reclaim, which records its own.
         if traced {
             if done > 0 {
                 self.e.trace.sched("completions", t0, t1, done);
             }
-            if posted > 0 {
+            let placed = posted + usize::from(direct);
+            if placed > 0 {
                 self.e
                     .trace
-                    .sched("dispatch", t1, self.e.trace.now(), posted as u32);
+                    .sched("dispatch", t1, self.e.trace.now(), placed as u32);
             }
         }
+        // Reclaim after dispatching: new work goes out first, and a run whose fence this
+        // drops to zero no longer has dead entries in the queues this pass could drain.
+        self.reclaim_or_hold(posted > 0 || direct);
         done > 0 || posted > 0
     }
 
