@@ -16,6 +16,7 @@ small canvas renderer, so nothing is fetched at render time. Chromium (Debian pa
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,11 +214,17 @@ def main():
         trace = json.load(f)
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         sys.exit("render_trace.py: %s has no traceEvents list" % a.trace)
-    # </script> cannot appear inside the inlined JSON: escape every '<'.
-    page = (PAGE.replace("__TRACE__", json.dumps(trace, separators=(",", ":")).replace("<", "\\u003c"))
-            .replace("__TITLE__", json.dumps(a.title).replace("<", "\\u003c"))
-            .replace("__ARROWS__", "false" if a.no_arrows else "true")
-            .replace("__WIDTH__", str(a.width)).replace("__HEIGHT__", str(a.height)))
+    # </script> cannot appear inside the inlined JSON: escape every '<'. One pass over the
+    # template, so a placeholder's text inside the trace (a callable named __TITLE__) is not
+    # replaced in turn.
+    values = {
+        "TRACE": json.dumps(trace, separators=(",", ":")).replace("<", "\\u003c"),
+        "TITLE": json.dumps(a.title).replace("<", "\\u003c"),
+        "ARROWS": "false" if a.no_arrows else "true",
+        "WIDTH": str(a.width),
+        "HEIGHT": str(a.height),
+    }
+    page = re.sub(r"__(TRACE|TITLE|ARROWS|WIDTH|HEIGHT)__", lambda m: values[m.group(1)], PAGE)
     if a.html:
         with open(a.html, "w") as f:
             f.write(page)
