@@ -474,7 +474,7 @@ int main(int argc, char **argv)
     const int tty = opt.progress && isatty(STDERR_FILENO);
     double *secs = calloc((size_t)opt.reps, sizeof(double));
     double worst_res = 0.0;
-    int failed = 0, setup_failed = 0, reps_done = 0;
+    int failed = 0, setup_failed = 0, reps_done = 0, traces_written = 0;
     if (!secs) {
         fprintf(stderr, "dagrt_cholesky: out of memory\n");
         dagrt_worker_free(w);
@@ -541,6 +541,7 @@ int main(int argc, char **argv)
             if (opt.dot && dagrt_worker_write_dot(w, run, opt.dot))
                 setup_failed = fail_setup("dagrt_worker_write_dot");
             if (dagrt_worker_trace_stop(w)) setup_failed = fail_setup("dagrt_worker_trace_stop");
+            traces_written = !setup_failed;
         }
         if (dagrt_release_run(w, run)) setup_failed = fail_setup("dagrt_release_run");
         if (setup_failed) break;
@@ -592,8 +593,11 @@ int main(int argc, char **argv)
         printf("GFLOP/s    %.2f\n", chol_gflops(n, med));
     printf("residual   %.1e (%s: ||A - L L^T||_F / ||A||_F < %.0e)\n", worst_res,
            failed ? "FAILED" : "passed", CHECK_LIMIT);
-    if (opt.trace) printf("trace      %s\n", opt.trace);
-    if (opt.dot) printf("dot        %s\n", opt.dot);
+    /* Only the last rep is traced: a run that stopped before it wrote neither file. */
+    if (opt.trace && traces_written) printf("trace      %s\n", opt.trace);
+    if (opt.dot && traces_written) printf("dot        %s\n", opt.dot);
+    if ((opt.trace || opt.dot) && !traces_written)
+        printf("trace      - (the run stopped before the traced last rep)\n");
     free(secs);
     free(A);
     free(A0);

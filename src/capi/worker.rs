@@ -486,7 +486,10 @@ pub extern "C" fn dagrt_worker_write_dot(
         if e.trace.node_count(run) == 0 {
             return err(
                 Status::InvalidArgument,
-                format!("no graph was recorded for run {run} (start a trace before building it)"),
+                format!(
+                    "no graph was recorded for run {run}: it has no tasks, or no trace was \
+                     recording while it was built (start one before building it)"
+                ),
             );
         }
         std::fs::write(&p, e.trace.dot(run))
