@@ -178,7 +178,7 @@ impl Worker {
             .iter()
             .filter(|k| matches!(k, LaneKind::Sub(_)))
             .count() as u32;
-        if n == 0 || have + n > 1024 {
+        if n == 0 || n > 1024 - have {
             return err(
                 Status::InvalidArgument,
                 format!("SUB lane count {n} out of range (1..=1024 in total)"),

@@ -171,6 +171,27 @@ static void test_null_pointers_builders(void)
     EXPECT_NULL_ARG(dagrt_release_run(NULL, 1), "worker");
 }
 
+/* A lane count past the limit is refused, also one whose sum with the lanes already added
+ * wraps around 32 bits (an unsigned `wanted - existing` gone below zero): it once passed the
+ * check and the worker tried to build 2^32 lanes. */
+static void test_lane_counts(void)
+{
+    dagrt_worker_t *w = NULL;
+    REQUIRE_OK(dagrt_worker_new(NULL, &w));
+    EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, 0), DAGRT_STATUS_INVALID_ARGUMENT, "out of range");
+    EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, 1025), DAGRT_STATUS_INVALID_ARGUMENT,
+                 "out of range");
+    EXPECT_OK(dagrt_worker_add_sub_lanes(w, 1));
+    EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, UINT32_MAX), DAGRT_STATUS_INVALID_ARGUMENT,
+                 "out of range");
+    EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, UINT32_MAX - 100), DAGRT_STATUS_INVALID_ARGUMENT,
+                 "out of range");
+    EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, 1024), DAGRT_STATUS_INVALID_ARGUMENT,
+                 "out of range");
+    EXPECT_OK(dagrt_worker_add_sub_lanes(w, 1023));
+    dagrt_worker_free(w);
+}
+
 static void test_null_pointers_engine(void)
 {
     dagrt_worker_t *w;
@@ -337,6 +358,7 @@ int main(void)
     RUN_TEST(test_status_names);
     RUN_TEST(test_null_pointers_builders);
     RUN_TEST(test_null_pointers_engine);
+    RUN_TEST(test_lane_counts);
     RUN_TEST(test_free_null);
     RUN_TEST(test_last_error_per_thread);
     return h_done();

@@ -349,6 +349,90 @@ static void test_orchestration_callback_keeps_its_worker(void)
     h_close_worker(w);
 }
 
+/* A callback run from inside another worker's callback is still inside the outer one: the
+ * outer worker can be neither freed nor closed from it, nor its run closed (only the
+ * innermost worker was once remembered, and the outer one was freed under its own submit). */
+static dagrt_worker_t *outer_w, *inner_w;
+static dagrt_run_id outer_run;
+static dagrt_status nested_close, nested_close_run;
+static char nested_free_msg[256];
+
+static int32_t inner_cb(dagrt_orch_t *o, void *ctx)
+{
+    (void)o;
+    (void)ctx;
+    dagrt_worker_free(outer_w);
+    keep_msg(nested_free_msg);
+    nested_close = dagrt_worker_close(outer_w);
+    {
+        dagrt_orch_t *oo = NULL;
+        nested_close_run = dagrt_worker_orch(outer_w, &oo);
+        if (nested_close_run == DAGRT_STATUS_OK)
+            nested_close_run = dagrt_close_run_submission(oo, outer_run);
+    }
+    return 0;
+}
+
+static int32_t outer_cb(dagrt_orch_t *o, void *ctx)
+{
+    dagrt_task_handle h;
+    uint64_t shape[1] = {8};
+    void *p;
+    (void)ctx;
+    /* the run's id, from a handle of it */
+    if (dagrt_alloc(o, shape, 1, DAGRT_DTYPE_U8, &p, &h) != DAGRT_STATUS_OK) return 1;
+    outer_run = h.run_id;
+    return dagrt_worker_run(inner_w, inner_cb, NULL) == DAGRT_STATUS_OK ? 0 : 2;
+}
+
+static void test_nested_callback_keeps_the_outer_worker(void)
+{
+    dagrt_orch_t *o, *o2;
+    dagrt_run_id run = 0;
+    REQUIRE(h_open_worker(&outer_w, &o, NULL, 0, 1));
+    REQUIRE(h_open_worker(&inner_w, &o2, NULL, 0, 1));
+    EXPECT_OK(dagrt_worker_submit(outer_w, outer_cb, NULL, &run));
+    CHECKF(h_contains(nested_free_msg, "orchestration callback"), "free left: %s",
+           nested_free_msg);
+    CHECKF(nested_close == DAGRT_STATUS_WRONG_STATE, "close: %s",
+           dagrt_status_str(nested_close));
+    CHECKF(nested_close_run != DAGRT_STATUS_OK, "closing the outer run: %s",
+           dagrt_status_str(nested_close_run));
+    EXPECT_OK(dagrt_wait_run(outer_w, run));
+    EXPECT_OK(dagrt_release_run(outer_w, run));
+    h_close_worker(inner_w);
+    h_close_worker(outer_w);
+}
+
+/* A callback that fails its run, then waits for it and releases it: the status is still
+ * ORCHESTRATION_FAILED with the callback's message, whatever the callback returns. */
+static int32_t fail_wait_release(dagrt_orch_t *o, void *ctx)
+{
+    dagrt_task_handle h;
+    uint64_t shape[1] = {8};
+    void *p;
+    dagrt_worker_t *w = *(dagrt_worker_t **)ctx;
+    if (dagrt_alloc(o, shape, 1, DAGRT_DTYPE_U8, &p, &h) != DAGRT_STATUS_OK) return 9;
+    if (dagrt_fail_run_submission(o, h.run_id, "input file missing") != DAGRT_STATUS_OK)
+        return 9;
+    if (dagrt_wait_run(w, h.run_id) != DAGRT_STATUS_ORCHESTRATION_FAILED) return 9;
+    if (dagrt_release_run(w, h.run_id) != DAGRT_STATUS_OK) return 9;
+    return 0;
+}
+
+static void test_failed_and_released_inside_its_callback(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run = 0;
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 1));
+    EXPECT_ERROR(dagrt_worker_submit(w, fail_wait_release, &w, &run),
+                 DAGRT_STATUS_ORCHESTRATION_FAILED, "input file missing");
+    EXPECT_ERROR(dagrt_worker_run(w, fail_wait_release, &w), DAGRT_STATUS_ORCHESTRATION_FAILED,
+                 "input file missing");
+    h_close_worker(w);
+}
+
 /* A DAGRT_TRACE file that cannot be created logs one error at init, on the host thread. */
 static int hook_a_calls, hook_b_calls;
 static dagrt_status set_from_inside = DAGRT_STATUS_SYSTEM;
@@ -434,6 +518,8 @@ int main(void)
     RUN_TEST(test_other_runs_allowed);
     RUN_TEST(test_task_fail_from_threads);
     RUN_TEST(test_orchestration_callback_keeps_its_worker);
+    RUN_TEST(test_nested_callback_keeps_the_outer_worker);
+    RUN_TEST(test_failed_and_released_inside_its_callback);
     RUN_TEST(test_log_hook_replaces_itself);
     RUN_TEST(test_log_hook_cannot_free_a_worker);
     return h_done();

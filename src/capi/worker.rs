@@ -80,14 +80,31 @@ fn worker_mut<'a>(w: *mut dagrt_worker_t, what: &str) -> Result<&'a mut dagrt_wo
 }
 
 thread_local! {
-    /// The worker whose orchestration callback (`dagrt_worker_submit` / `_run`) this thread
-    /// is running, as an address; 0 outside one.
-    static IN_CALLBACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The workers whose orchestration callbacks (`dagrt_worker_submit` / `_run`) this thread
+    /// is running, as addresses, innermost last: a callback may run another worker's, and is
+    /// still inside its own while that one runs.
+    static IN_CALLBACK: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Whether this thread is inside `w`'s orchestration callback.
+/// Whether this thread is inside `w`'s orchestration callback, however deeply nested.
 pub(super) fn in_callback_of(w: *const dagrt_worker_t) -> bool {
-    !w.is_null() && IN_CALLBACK.with(|c| c.get()) == w as usize
+    !w.is_null() && IN_CALLBACK.with(|c| c.borrow().contains(&(w as usize)))
+}
+
+/// Marks the calling thread as inside `w`'s callback until dropped.
+struct InCallback;
+
+impl InCallback {
+    fn enter(w: &dagrt_worker_t) -> InCallback {
+        IN_CALLBACK.with(|c| c.borrow_mut().push(w as *const dagrt_worker_t as usize));
+        InCallback
+    }
+}
+
+impl Drop for InCallback {
+    fn drop(&mut self) {
+        IN_CALLBACK.with(|c| c.borrow_mut().pop());
+    }
 }
 
 /// A worker must not be reconfigured, closed or freed from inside its own orchestration
@@ -314,16 +331,18 @@ fn submit(
     out_run: &mut RunId,
 ) -> Result<()> {
     let run = super::orch::with_orch(&w.orch, |o| o.begin_run())?;
+    // Held across the callback: it may fail the run, wait for it and release it.
+    let held = engine_of(w)?.runs.get(run);
     let errors_before = error_count();
-    let outer = IN_CALLBACK.with(|c| c.replace(w as *const dagrt_worker_t as usize));
+    let inside = InCallback::enter(w);
     // SAFETY: the host's callback, called with its own context and our orchestrator handle.
     let rc = unsafe { f(&w.orch as *const dagrt_orch_t as *mut dagrt_orch_t, ctx) };
-    IN_CALLBACK.with(|c| c.set(outer));
+    drop(inside);
     *out_run = run;
     // The callback may have failed its run itself (dagrt_fail_run_submission; closing it is
     // refused): the run's own message is the answer, whatever the callback returned. Asked
     // of the run, not the orchestrator, which another thread may be building on by now.
-    if let Some(r) = engine_of(w)?.runs.get(run).filter(|r| r.is_closed()) {
+    if let Some(r) = held.filter(|r| r.is_closed()) {
         return err(
             Status::OrchestrationFailed,
             match r.result() {
