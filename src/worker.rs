@@ -485,8 +485,18 @@ impl Drop for Worker {
         if let Some(o) = &self.orch {
             let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
             o.abandon_open_run("worker freed while the run was open");
+            // In the same hold: a task beginning a run between the abandon and the close
+            // would make the close refuse, and the drop return with the threads running.
+            if let Some(e) = &self.engine {
+                e.closing.store(true, Ordering::Release);
+            }
         }
-        let _ = self.close();
+        if let Err(x) = self.close() {
+            crate::log::emit(
+                crate::log::LogLevel::Error,
+                &format!("freeing the worker: {}; it is left running", x.msg),
+            );
+        }
     }
 }
 

@@ -19,7 +19,9 @@
  *    and the worker ends quiescent.
  *  - a worker initialised before the fork is refused in the child (WRONG_STATE, never a
  *    hang), dagrt_worker_free there releases the handle only, and a worker of the child's own
- *    runs a graph; children forked while another thread registers callables, swaps the log
+ *    runs a graph, also when the child was forked inside an orchestration callback (its
+ *    own worker may get the freed handle's address); children forked while another thread
+ *    registers callables, swaps the log
  *    hook and runs graphs do the same, never finding a dagrt lock held; a fork while the
  *    log hook runs (which itself forks, or registers a callable) deadlocks nobody.
  * The children of the earlier cases touch only memory and leave with _exit (no dagrt call,
@@ -526,6 +528,46 @@ static void test_child_refuses_inherited_worker(void)
     h_close_worker(w);
 }
 
+/* A fork inside an orchestration callback: the child frees its copy of the worker (the
+ * handle only) and runs a worker of its own, which may get the freed handle's address. It is
+ * not inside that worker's callback: configuring it was once refused with WRONG_STATE. */
+static int32_t forking_callback(dagrt_orch_t *o, void *ctx)
+{
+    dagrt_worker_t *w = *(dagrt_worker_t **)ctx;
+    pid_t pid;
+    (void)o;
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) return 3;
+    if (pid == 0) {
+        dagrt_worker_free(w);
+        _exit(child_runs_own_worker(1) ? CHILD_OK : CHILD_OWN_WORKER_FAILED);
+    }
+    return wait_child(pid, 10000);
+}
+
+static void test_fork_in_an_orchestration_callback(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run = 0;
+    dagrt_status s;
+    if (!can_fork_here())
+        return;
+    REQUIRE(h_open_worker(&w, &o, NULL, 0, 1));
+    /* The callback returns the child's exit status: non-zero fails the submit. */
+    s = dagrt_worker_submit(w, forking_callback, &w, &run);
+    CHECKF(s == DAGRT_STATUS_OK, "the child forked in the callback %s (%s)",
+           s == DAGRT_STATUS_ORCHESTRATION_FAILED ? "could not run a worker of its own"
+                                                  : "failed otherwise",
+           dagrt_last_error());
+    if (run) {
+        dagrt_wait_run(w, run);
+        EXPECT_OK(dagrt_release_run(w, run));
+    }
+    h_close_worker(w);
+}
+
 /* The process-wide locks (callable registry, log hook, live run ids) are taken around a
  * fork: a child forked while another thread registers callables, swaps the log hook and
  * begins and releases runs never inherits one of them held. Each child registers a callable,
@@ -694,6 +736,7 @@ int main(void)
     RUN_TEST(test_auto_allocated_output_shared_with_child);
     RUN_TEST(test_forks_while_running);
     RUN_TEST(test_child_refuses_inherited_worker);
+    RUN_TEST(test_fork_in_an_orchestration_callback);
     RUN_TEST(test_children_of_a_busy_process);
     RUN_TEST(test_fork_while_the_hook_runs);
     return h_done();

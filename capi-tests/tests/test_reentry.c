@@ -404,6 +404,83 @@ static void test_nested_callback_keeps_the_outer_worker(void)
     h_close_worker(outer_w);
 }
 
+/* A task that calls dagrt_worker_submit just as the host begins a run is turned away with
+ * WRONG_THREAD, never left waiting for the orchestrator's lock: the host holds that lock
+ * through a submit that waits for a window slot, which the task's lane would free. (Blocked
+ * on the lock, the task held the slot, and the host's submit failed with WINDOW_FULL after
+ * its timeout.) Each iteration moves the task's call a little against the host's begin. */
+static atomic_int inv_go, inv_started, inv_spin;
+static dagrt_status inv_status;
+static dagrt_worker_t *inv_w;
+
+static int32_t empty_orch(dagrt_orch_t *o, void *ctx)
+{
+    (void)o;
+    (void)ctx;
+    return 0;
+}
+
+static int32_t inv_task(const dagrt_task_view *t, void *u)
+{
+    dagrt_run_id r = 0;
+    uint32_t done = 0;
+    (void)t;
+    (void)u;
+    atomic_store(&inv_started, 1);
+    while (!atomic_load(&inv_go))
+        ;
+    for (volatile int i = 0; i < atomic_load(&inv_spin); i++)
+        ;
+    inv_status = dagrt_worker_submit(inv_w, empty_orch, NULL, &r);
+    if (inv_status == DAGRT_STATUS_OK) {
+        dagrt_wait_run_for(inv_w, r, 5000, &done);
+        dagrt_release_run(inv_w, r);
+    }
+    return 0;
+}
+
+static void test_task_never_waits_for_the_builders_lock(void)
+{
+    dagrt_worker_config cfg = h_config(0, 2, 2000);
+    dagrt_orch_t *o;
+    dagrt_callable tc, xc;
+    dagrt_task_args args;
+    int it, stalled = 0;
+    memset(&args, 0, sizeof args);
+    REQUIRE(h_open_worker(&inv_w, &o, &cfg, 1, 0));
+    REQUIRE_OK(dagrt_register_callable("capi-tests.reentry.inv", 0, DAGRT_CALLABLE_KIND_TASK,
+                                       inv_task, NULL, &tc));
+    REQUIRE_OK(dagrt_register_callable("capi-tests.reentry.inv_x", 0, DAGRT_CALLABLE_KIND_TASK,
+                                       noop, NULL, &xc));
+    for (it = 0; it < 300 && !stalled; it++) {
+        dagrt_run_id a = 0, b = 0;
+        dagrt_status s, sx, sy;
+        atomic_store(&inv_go, 0);
+        atomic_store(&inv_started, 0);
+        atomic_store(&inv_spin, (it * 37) % 4000);
+        REQUIRE_OK(dagrt_begin_run(o, &a));
+        REQUIRE_OK(dagrt_submit_next_level(o, &tc, &args, NULL, 0, NULL));
+        REQUIRE_OK(dagrt_close_run_submission(o, a));
+        REQUIRE(H_POLL(atomic_load(&inv_started), 5000));
+        atomic_store(&inv_go, 1);
+        while ((s = dagrt_begin_run(o, &b)) == DAGRT_STATUS_WRONG_THREAD)
+            ; /* the task began its own (empty) run first */
+        REQUIRE_OK(s);
+        sx = dagrt_submit_next_level(o, &xc, &args, NULL, 0, NULL);
+        sy = dagrt_submit_next_level(o, &xc, &args, NULL, 0, NULL);
+        stalled = sx != DAGRT_STATUS_OK || sy != DAGRT_STATUS_OK;
+        CHECKF(!stalled, "iteration %d: the host's submits returned %s, %s; the task's "
+               "dagrt_worker_submit %s", it, dagrt_status_str(sx), dagrt_status_str(sy),
+               dagrt_status_str(inv_status));
+        REQUIRE_OK(dagrt_close_run_submission(o, b));
+        EXPECT_OK(h_wait(inv_w, a));
+        EXPECT_OK(h_wait(inv_w, b));
+        EXPECT_OK(dagrt_release_run(inv_w, a));
+        EXPECT_OK(dagrt_release_run(inv_w, b));
+    }
+    h_close_worker(inv_w);
+}
+
 /* A callback that fails its run, then waits for it and releases it: the status is still
  * ORCHESTRATION_FAILED with the callback's message, whatever the callback returns. */
 static int32_t fail_wait_release(dagrt_orch_t *o, void *ctx)
@@ -520,6 +597,7 @@ int main(void)
     RUN_TEST(test_orchestration_callback_keeps_its_worker);
     RUN_TEST(test_nested_callback_keeps_the_outer_worker);
     RUN_TEST(test_failed_and_released_inside_its_callback);
+    RUN_TEST(test_task_never_waits_for_the_builders_lock);
     RUN_TEST(test_log_hook_replaces_itself);
     RUN_TEST(test_log_hook_cannot_free_a_worker);
     return h_done();

@@ -29,6 +29,32 @@ pub(crate) fn with_orch<T>(
     let m = w.worker.orchestrator()?;
     // A run being built belongs to its builder thread: anyone else is turned away without
     // touching the lock, so a rejected thread can never delay the builder.
+    refuse_other_builder(w)?;
+    // No run open and another thread is in a call (e.g. beginning a run): wait our turn, but
+    // never blocked on the lock: a run that call begins is that thread's, and it may hold the
+    // lock through a back-pressure wait for the lane this thread (a task) holds.
+    let mut spins = 0u32;
+    let mut g = loop {
+        match m.try_lock() {
+            Ok(g) => break g,
+            Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        refuse_other_builder(w)?;
+        spins += 1;
+        if spins < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    };
+    // The run may have begun while this thread waited.
+    refuse_other_builder(w)?;
+    f(&mut g)
+}
+
+/// WRONG_THREAD when a run is being built by another thread.
+fn refuse_other_builder(w: &super::worker::dagrt_worker_t) -> Result<()> {
     let builder = w
         .worker
         .engine()
@@ -39,13 +65,7 @@ pub(crate) fn with_orch<T>(
             "a run is being built on another thread; the orchestrator is single-threaded",
         ));
     }
-    let mut g = match m.try_lock() {
-        Ok(g) => g,
-        Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        // No run open and another thread is in a call (e.g. beginning a run): wait our turn.
-        Err(TryLockError::WouldBlock) => m.lock().unwrap_or_else(|p| p.into_inner()),
-    };
-    f(&mut g)
+    Ok(())
 }
 
 fn write_handle(out: *mut TaskHandle, h: TaskHandle) {

@@ -81,14 +81,17 @@ fn worker_mut<'a>(w: *mut dagrt_worker_t, what: &str) -> Result<&'a mut dagrt_wo
 
 thread_local! {
     /// The workers whose orchestration callbacks (`dagrt_worker_submit` / `_run`) this thread
-    /// is running, as addresses, innermost last: a callback may run another worker's, and is
-    /// still inside its own while that one runs.
-    static IN_CALLBACK: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// is running, as addresses with the fork generation they were entered in, innermost
+    /// last: a callback may run another worker's, and is still inside its own while that one
+    /// runs. A child forked inside a callback is in none (the worker is its parent's, and a
+    /// worker of its own may get the freed handle's address).
+    static IN_CALLBACK: std::cell::RefCell<Vec<(usize, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Whether this thread is inside `w`'s orchestration callback, however deeply nested.
 pub(super) fn in_callback_of(w: *const dagrt_worker_t) -> bool {
-    !w.is_null() && IN_CALLBACK.with(|c| c.borrow().contains(&(w as usize)))
+    let me = (w as usize, crate::fork::generation());
+    !w.is_null() && IN_CALLBACK.with(|c| c.borrow().contains(&me))
 }
 
 /// Marks the calling thread as inside `w`'s callback until dropped.
@@ -96,7 +99,11 @@ struct InCallback;
 
 impl InCallback {
     fn enter(w: &dagrt_worker_t) -> InCallback {
-        IN_CALLBACK.with(|c| c.borrow_mut().push(w as *const dagrt_worker_t as usize));
+        let me = (
+            w as *const dagrt_worker_t as usize,
+            crate::fork::generation(),
+        );
+        IN_CALLBACK.with(|c| c.borrow_mut().push(me));
         InCallback
     }
 }
