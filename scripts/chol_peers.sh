@@ -16,8 +16,8 @@ chol_peers_build() { # <threads> <log file>
 # "peer n b tasks seconds gflops residual".
 chol_peer() { # <omp|starpu|lapack> <n> <b> <threads>
     case $1 in
-    omp)
-        OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$4 \
+    omp) # bound to cores, as dagrt's lanes and StarPU's workers are
+        OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$4 OMP_PROC_BIND=true OMP_PLACES=cores \
             "$CHOL_B/omp_cholesky" tiled "omp-tiled-t$4" "$2" "$3" ;;
     starpu)
         OPENBLAS_NUM_THREADS=1 STARPU_NCPU=$4 STARPU_NCUDA=0 STARPU_NOPENCL=0 \

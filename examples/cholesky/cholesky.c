@@ -37,7 +37,8 @@
 #define DEFAULT_N 2048
 #define DEFAULT_B 256
 #define DEFAULT_LANES 2
-#define DEFAULT_ALIGN 64
+/* 0: plain malloc, as the peers allocate their matrix (16 bytes past a 64-byte line here) */
+#define DEFAULT_ALIGN 0
 #define CHECK_LIMIT 1e-12
 
 enum lane_kind { LANES_SUB, LANES_NEXT_LEVEL };
@@ -218,7 +219,8 @@ static void usage(FILE *f, const char *argv0)
             "                       kernels keep their tiles in one core's caches)\n"
             "  --trace FILE         Chrome trace JSON of the last rep (dagrt_worker_trace_start)\n"
             "  --dot FILE           Graphviz DOT of the last rep's DAG (dagrt_worker_write_dot)\n"
-            "  --align BYTES        alignment of the matrix allocation, a power of two >= 16\n"
+            "  --align BYTES        align the matrix to BYTES (a power of two >= 16) with\n"
+            "                       posix_memalign; 0 (default): malloc, as the peers do\n"
             "                       (default %d; malloc gives 16)\n"
             "  --peer-lines         also print one line per rep in the peers' format\n"
             "                       \"peer n b tasks seconds gflops residual\"\n"
@@ -304,9 +306,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             i++;
         } else if (!strcmp(a, "--align")) {
             int v = 0;
-            if (parse_int(a, val, 16, &v)) return 1;
-            if (v & (v - 1)) {
-                fprintf(stderr, "dagrt_cholesky: --align needs a power of two (got %d)\n", v);
+            if (parse_int(a, val, 0, &v)) return 1;
+            if ((v != 0 && v < 16) || (v & (v - 1))) {
+                fprintf(stderr, "dagrt_cholesky: --align needs 0 or a power of two >= 16 (got %d)\n",
+                        v);
                 return 1;
             }
             o->align = v;
@@ -419,8 +422,11 @@ int main(int argc, char **argv)
     /* Matrix: A0 keeps the input for the check, A is factored in place by each rep. */
     size_t bytes = (size_t)n * n * sizeof(double);
     double *A0 = NULL, *A = NULL;
-    if (posix_memalign((void **)&A0, 64, bytes) ||
-        posix_memalign((void **)&A, (size_t)opt.align, bytes)) {
+    if (opt.align == 0)
+        A = malloc(bytes);
+    else if (posix_memalign((void **)&A, (size_t)opt.align, bytes))
+        A = NULL;
+    if (posix_memalign((void **)&A0, 64, bytes) || A == NULL) {
         fprintf(stderr, "dagrt_cholesky: out of memory (2 x %zu bytes)\n", bytes);
         return 1;
     }
