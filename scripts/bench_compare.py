@@ -43,8 +43,9 @@ def main():
             dg.setdefault(k, []).append(r)
             by_round.setdefault(rnd, {})[k] = r["ns_per_task_median"]
 
-    # peers: (peer, workload) -> list of per-round medians
+    # peers: (peer, workload) -> list of per-round medians, and the task counts they ran
     pe = {}
+    pe_tasks = {}
     phys = {}
     for path in sorted(glob.glob(os.path.join(d, "peers.r*.txt"))):
         rnd = round_of(path)
@@ -60,6 +61,7 @@ def main():
                 phys.setdefault(p[1], []).append(v)
             else:
                 pe.setdefault((p[0], p[1]), []).append(v)
+                pe_tasks.setdefault((p[0], p[1]), set()).add(p[2])
                 by_round.setdefault(rnd, {})[(p[0], p[1])] = v
 
     summary = {"results_dir": os.path.abspath(d), "lanes": lanes, "workloads": {},
@@ -92,6 +94,9 @@ def main():
         return "-" if x is None else f"{x:.0f}"
 
     rows = []
+    # Workloads whose figures come from different task counts (a --n passed to the bench, or
+    # peers run at another N): their ratio compares two workloads.
+    mismatched = {}
     # (workload, dagrt's best kind, its submitting thread's CPU per task), where measured.
     floors = []
     hdr = (["workload", "dagrt best", "kind"] + [f"dagrt {k}" for k in kinds]
@@ -111,6 +116,13 @@ def main():
         for p in peer_names:
             if (p, w) in pe:
                 ent["peers"][p] = statistics.median(pe[(p, w)])
+        counts = {str(x["tasks"]) for x in summary["dagrt_all"]
+                  if x["workload"] == w and x["lanes"] == lanes}
+        for p in peer_names:
+            counts |= pe_tasks.get((p, w), set())
+        if len(counts) > 1:
+            ent["task_counts_differ"] = sorted(counts, key=int)
+            mismatched[w] = ent["task_counts_differ"]
         best_k = min(ent["dagrt"], key=lambda k: ent["dagrt"][k]["median"], default=None)
         best_p = min(ent["peers"], key=lambda p: ent["peers"][p], default=None)
         ent["dagrt_best_kind"] = best_k
@@ -144,6 +156,9 @@ def main():
     print("  ".join(h.rjust(wd) for h, wd in zip(hdr, widths)))
     for r in rows:
         print("  ".join(str(c).rjust(wd) for c, wd in zip(r, widths)))
+    for w, counts in mismatched.items():
+        print(f"WARNING: {w}'s figures come from different task counts ({', '.join(counts)}): "
+              "its ratio compares different workloads")
     if floors:
         print("dagrt's submitting thread, CPU ns per task (a floor under dagrt's figure: every "
               "submit runs on it): " + ", ".join(f"{w} {v:.0f} ({k})" for w, k, v in floors))

@@ -344,3 +344,36 @@ fn ladder_tags_lines_and_takes_ratios_to_each_rounds_best_peer() {
     assert!(text.contains("bare") && text.contains("0.60"), "{text}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A workload whose dagrt and peer figures come from different task counts (a `--n` passed to
+/// the bench) is flagged, in the table and in summary.json; matching counts are not.
+#[test]
+fn compare_flags_different_task_counts() {
+    let d = scratch("compare-tasks");
+    let mut small = dagrt_line("W1", "sub", 100.0);
+    small = small.replace("\"tasks\":100000", "\"tasks\":1000");
+    let lines = [small, dagrt_line("W2", "sub", 100.0)];
+    std::fs::write(d.join("dagrt.r1.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(
+        d.join("peers.r1.txt"),
+        "tbb-t2 W1 100000 200\ntbb-t2 W2 100000 200\n",
+    )
+    .unwrap();
+    let table = python("bench_compare.py", &[&d], &[]);
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        s["workloads"]["W1"]["task_counts_differ"],
+        serde_json::json!(["1000", "100000"]),
+        "{table}"
+    );
+    assert!(
+        s["workloads"]["W2"].get("task_counts_differ").is_none(),
+        "{table}"
+    );
+    assert!(
+        table.contains("WARNING: W1's figures come from different task counts (1000, 100000)"),
+        "{table}"
+    );
+    assert!(!table.contains("WARNING: W2"), "{table}");
+}
