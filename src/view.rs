@@ -242,21 +242,47 @@ impl Footprint {
         Some(same_row || next_row)
     }
 
+    /// Exact overlap of a dense range and a row set, in O(1): the first row that ends past
+    /// the range's start must begin before its end (a piece of a column against a tile).
+    fn dense_rows_overlap(&self, o: &Footprint) -> Option<bool> {
+        let (d, x) = match (self.dense, o.dense) {
+            (true, false) => (self, o),
+            (false, true) => (o, self),
+            _ => return None,
+        };
+        let r = x.rows()?;
+        let i = if d.lo < x.lo + r.w {
+            0
+        } else {
+            (d.lo - x.lo - r.w) / r.stride + 1
+        };
+        // Row i < count starts at most at x.hi - w: no overflow.
+        Some(i < r.count && x.lo + i * r.stride < d.hi)
+    }
+
     /// Does this view touch any byte that `o` touches? Conservative when undecidable.
     pub fn overlaps(&self, o: &Footprint) -> bool {
         if !self.intervals_meet(o) {
             return false;
         }
+        // Two dense views (whole buffers: the common case) meet where their intervals do.
+        if self.dense && o.dense {
+            return true;
+        }
+        self.overlaps_shaped(o)
+    }
+
+    /// `overlaps` for meeting intervals, one of them not dense. Kept out of line: the dense
+    /// case above is inlined into the TensorMap's walks.
+    #[inline(never)]
+    fn overlaps_shaped(&self, o: &Footprint) -> bool {
         if let Some(v) = self.rows_overlap(o) {
             return v;
         }
-        if self.dense || o.dense {
-            // A dense view touches its whole interval; the other view reaches into it unless
-            // it is a box that provably skips it. Decide exactly when both are boxes.
-            if self.dense && o.dense {
-                return true;
-            }
+        if let Some(v) = self.dense_rows_overlap(o) {
+            return v;
         }
+        // Otherwise exact when both are boxes of one mixed-radix system.
         match Boxes::of(self, o) {
             Some(b) => {
                 b.a.iter()
@@ -276,6 +302,12 @@ impl Footprint {
         }
         if self.dense {
             return true;
+        }
+        if let (Some(a), true) = (self.rows(), old.dense) {
+            // A dense range is covered when it lies within one row.
+            let d = old.lo - self.lo;
+            let (q, r) = (d / a.stride, d % a.stride);
+            return q < a.count && r + (old.hi - old.lo) <= a.w;
         }
         if let (Some(a), Some(b)) = (self.rows(), old.rows()) {
             if a.stride == b.stride {
@@ -595,6 +627,46 @@ mod tests {
             }
         }
         assert_eq!(checked, 16 * 80);
+    }
+
+    /// A dense range against a row set (a piece of a column against a tile of the same
+    /// matrix) is decided exactly, both ways, at every position and length.
+    #[test]
+    fn dense_ranges_against_row_sets_agree_with_bytes() {
+        let set = |lo: u64, w: u64, stride: u64, count: u64| -> std::collections::BTreeSet<u64> {
+            (0..count)
+                .flat_map(|i| (0..w).map(move |j| lo + i * stride + j))
+                .collect()
+        };
+        let mut checked = 0;
+        // Tiles of a column-major f64 matrix with 16 rows (128-byte columns): `w` rows of
+        // `count` columns, from row 4 of column 0 (byte 32).
+        for (w, count) in [(1, 2), (4, 3), (8, 2), (12, 4)] {
+            let x = Footprint::of(&Tensor::strided(
+                1024 as *mut std::ffi::c_void,
+                32,
+                DataType::F64,
+                &[w, count],
+                &[1, 16],
+                0,
+            ))
+            .unwrap();
+            assert!(x.rows().is_some());
+            let bx = set(1024 + 32, 8 * w, 128, count);
+            for lo in (1024..1024 + 700).step_by(4) {
+                for len in [1, 4, 8, 24, 32, 64, 100, 128, 200] {
+                    let d = Footprint::dense(lo, len);
+                    let bd = set(lo, len, 1, 1);
+                    let meet = !bx.is_disjoint(&bd);
+                    assert_eq!(x.overlaps(&d), meet, "{w} {count} {lo} {len}");
+                    assert_eq!(d.overlaps(&x), meet, "{w} {count} {lo} {len}");
+                    assert_eq!(x.covers(&d), bd.is_subset(&bx), "{w} {count} {lo} {len}");
+                    assert_eq!(d.covers(&x), bx.is_subset(&bd), "{w} {count} {lo} {len}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 175 * 9);
     }
 
     #[test]

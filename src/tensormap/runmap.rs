@@ -78,7 +78,9 @@ fn granules(lo: u64, hi: u64) -> (u64, u64) {
 }
 
 /// Whether entry `e` overlaps `fp` (`strided`: the map's strided footprints). Two dense
-/// ranges overlap iff their intervals meet: no footprint to build.
+/// ranges overlap iff their intervals meet: no footprint to build. Inlined into the walks
+/// (outlined, W4's lookups paid about 50 instructions more a task).
+#[inline(always)]
 fn overlaps(e: &MapEntry, fp: &Footprint, strided: &[Footprint]) -> bool {
     if !(e.lo < fp.hi && fp.lo < e.hi) {
         return false;
