@@ -23,15 +23,21 @@ cd "$root"
 
 command -v rustup >/dev/null 2>&1 || { echo "rustup is needed to install a nightly toolchain" >&2; exit 1; }
 if ! rustup +nightly component list --installed 2>/dev/null | grep -q '^rust-src'; then
-    echo "== installing the nightly toolchain with rust-src (rustup)"
-    rustup toolchain install nightly --profile minimal -c rust-src
+    if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+        # A nightly is there: add the component, rather than move that toolchain to today's.
+        echo "== adding rust-src to the nightly toolchain (rustup)"
+        rustup component add rust-src --toolchain nightly
+    else
+        echo "== installing the nightly toolchain with rust-src (rustup)"
+        rustup toolchain install nightly --profile minimal -c rust-src
+    fi
 fi
 host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
 
 export RUSTFLAGS="-Zsanitizer=thread"
 export CARGO_TARGET_DIR=target/tsan
 export DAGRT_TSAN=1
-export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$root/scripts/tsan.supp ${TSAN_OPTIONS:-}"
 export DAGRT_STRESS_RUNS="${DAGRT_STRESS_RUNS:-3000}"
 export DAGRT_FAULT_RUNS="${DAGRT_FAULT_RUNS:-2000}"
 export DAGRT_FUZZ_SEQS="${DAGRT_FUZZ_SEQS:-300}"
