@@ -45,14 +45,7 @@ fn trace_is_chrome_json_and_dot_names_edges() {
     w.init().unwrap();
     let e = w.engine().unwrap().clone();
     e.trace.start(path.clone()).unwrap();
-    let c = register(
-        "trace.touch",
-        7,
-        CallableKind::Task as u32,
-        touch,
-        std::ptr::null_mut(),
-    )
-    .unwrap();
+    let c = touch_callable();
     let mut bufs = vec![0u64; 4];
     let p = bufs.as_mut_ptr();
     let run = {
@@ -164,19 +157,22 @@ fn trace_is_chrome_json_and_dot_names_edges() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn sub_worker(lanes: u32) -> (Worker, dagrt::callable::Callable) {
-    let mut w = Worker::new(WorkerConfig::default()).unwrap();
-    w.add_sub_lanes(lanes).unwrap();
-    w.init().unwrap();
-    let c = register(
+fn touch_callable() -> dagrt::callable::Callable {
+    register(
         "trace.touch",
         7,
         CallableKind::Task as u32,
         touch,
         std::ptr::null_mut(),
     )
-    .unwrap();
-    (w, c)
+    .unwrap()
+}
+
+fn sub_worker(lanes: u32) -> (Worker, dagrt::callable::Callable) {
+    let mut w = Worker::new(WorkerConfig::default()).unwrap();
+    w.add_sub_lanes(lanes).unwrap();
+    w.init().unwrap();
+    (w, touch_callable())
 }
 
 /// A file in a directory of the test's own (tests of one binary may run side by side).
