@@ -575,13 +575,16 @@ enum dagrt_status dagrt_set_log_hook(dagrt_log_fn hook, void *user);
 /*
  Initialise `out` as a dense (row-major) view of `shape[0..ndim]` elements of `dtype` at
  `data`, tagged `tag`. `data` may be NULL for an OUTPUT the runtime should allocate.
+ DAGRT_STATUS_INVALID_ARGUMENT (`out` untouched) for ndim above 5, or a dtype or tag that is
+ not one of the enum's values.
  */
 enum dagrt_status dagrt_tensor_init(struct dagrt_tensor *out, void *data, uint32_t dtype, uint32_t ndim, const uint64_t *shape, uint32_t tag);
 
 /*
  Initialise `out` as a strided view: element (i_0..i_{n-1}) is at
  `data + offset_bytes + sum(i_k * strides[k]) * elem_size`. A column-major tile of a
- matrix with leading dimension ld: shape {rows, cols}, strides {1, ld}.
+ matrix with leading dimension ld: shape {rows, cols}, strides {1, ld}. Refuses what
+ `dagrt_tensor_init` refuses.
  */
 enum dagrt_status dagrt_tensor_init_strided(struct dagrt_tensor *out, void *data, uint64_t offset_bytes, uint32_t dtype, uint32_t ndim, const uint64_t *shape, const uint64_t *strides, uint32_t tag);
 

@@ -124,6 +124,13 @@ static void test_null_pointers_builders(void)
                     "strides");
     /* ndim 0 needs no shape */
     EXPECT_OK(dagrt_tensor_init(&t, &h, DAGRT_DTYPE_U64, 0, NULL, DAGRT_TAG_INPUT));
+    /* a dtype or tag outside its enum is refused where it is written */
+    EXPECT_ERROR(dagrt_tensor_init(&t, &h, 999, 0, NULL, DAGRT_TAG_INPUT),
+                 DAGRT_STATUS_INVALID_ARGUMENT, "dtype 999");
+    EXPECT_ERROR(dagrt_tensor_init(&t, &h, DAGRT_DTYPE_U64, 0, NULL, 77),
+                 DAGRT_STATUS_INVALID_ARGUMENT, "tag 77");
+    EXPECT_ERROR(dagrt_tensor_init_strided(&t, &h, 0, 999, 1, shape, strides, DAGRT_TAG_INPUT),
+                 DAGRT_STATUS_INVALID_ARGUMENT, "dtype 999");
     CHECK_EQ_U64(t.ndim, 0);
     /* ndim out of range */
     EXPECT_ERROR(dagrt_tensor_init(&t, &h, DAGRT_DTYPE_U64, 6, shape, DAGRT_TAG_INPUT),

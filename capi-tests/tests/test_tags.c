@@ -384,17 +384,20 @@ static void test_read_listed_after_write(void)
     }
 }
 
-/* Tags are validated at submit. */
+/* Tags are validated at submit (dagrt_tensor_init refuses them too: these are written into
+ * the struct afterwards). */
 static void test_bad_tags_rejected(void)
 {
     uint64_t x[N] = {0};
     dagrt_run_id run;
-    dagrt_tensor t = h_tensor(x, N, DAGRT_DTYPE_U64, 9);
+    dagrt_tensor t = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
     h_step s = h_step_id(70);
     REQUIRE(setup());
     REQUIRE_OK(dagrt_begin_run(O, &run));
+    t.tag = 9;
     EXPECT_ERROR(h_submit_step(O, &s, 0, &t, 1, NULL, 0, NULL), DAGRT_STATUS_INVALID_ARGUMENT, "tag");
-    t = h_tensor(x, N, 99, DAGRT_TAG_INPUT);
+    t = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
+    t.dtype = 99;
     EXPECT_ERROR(h_submit_step(O, &s, 0, &t, 1, NULL, 0, NULL), DAGRT_STATUS_INVALID_ARGUMENT, "dtype");
     t = h_tensor(x, N, DAGRT_DTYPE_U64, DAGRT_TAG_INPUT);
     t.ndim = 6;

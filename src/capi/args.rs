@@ -17,6 +17,24 @@ pub struct dagrt_args_t {
     deps: Vec<Dep>,
 }
 
+/// The dtype and tag an initialiser is given, checked as a submit checks them: a bad value is
+/// refused where it is written, not at a later submit.
+fn check_dtype_tag(dtype: u32, tag: u32) -> Result<()> {
+    if crate::task::dtype_size(dtype).is_none() {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("dtype {dtype} is not a dagrt_dtype"),
+        ));
+    }
+    if crate::task::Tag::from_u32(tag).is_none() {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("tag {tag} is not a dagrt_tag"),
+        ));
+    }
+    Ok(())
+}
+
 fn shape_of(ndim: u32, shape: *const u64) -> Result<[u64; MAX_TENSOR_DIMS]> {
     if ndim as usize > MAX_TENSOR_DIMS {
         return Err(Error::new(
@@ -35,6 +53,8 @@ fn shape_of(ndim: u32, shape: *const u64) -> Result<[u64; MAX_TENSOR_DIMS]> {
 
 /// Initialise `out` as a dense (row-major) view of `shape[0..ndim]` elements of `dtype` at
 /// `data`, tagged `tag`. `data` may be NULL for an OUTPUT the runtime should allocate.
+/// DAGRT_STATUS_INVALID_ARGUMENT (`out` untouched) for ndim above 5, or a dtype or tag that is
+/// not one of the enum's values.
 #[no_mangle]
 pub extern "C" fn dagrt_tensor_init(
     out: *mut Tensor,
@@ -47,6 +67,7 @@ pub extern "C" fn dagrt_tensor_init(
     boundary(|| {
         let out = need_mut(out, "out")?;
         let shape = shape_of(ndim, shape)?;
+        check_dtype_tag(dtype, tag)?;
         *out = Tensor {
             data,
             offset: 0,
@@ -63,7 +84,8 @@ pub extern "C" fn dagrt_tensor_init(
 
 /// Initialise `out` as a strided view: element (i_0..i_{n-1}) is at
 /// `data + offset_bytes + sum(i_k * strides[k]) * elem_size`. A column-major tile of a
-/// matrix with leading dimension ld: shape {rows, cols}, strides {1, ld}.
+/// matrix with leading dimension ld: shape {rows, cols}, strides {1, ld}. Refuses what
+/// `dagrt_tensor_init` refuses.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn dagrt_tensor_init_strided(
@@ -81,6 +103,7 @@ pub extern "C" fn dagrt_tensor_init_strided(
         let shape = shape_of(ndim, shape)?;
         let strides = shape_of(ndim, strides)
             .map_err(|e| Error::new(e.status, e.msg.replace("shape", "strides")))?;
+        check_dtype_tag(dtype, tag)?;
         *out = Tensor {
             data,
             offset: offset_bytes,

@@ -36,7 +36,10 @@ impl Fz {
         if null_out || null_shape || null_strides {
             exp.push(Status::NullPointer);
         }
-        if ndim > 5 {
+        if ndim > 5
+            || dagrt::task::dtype_size(dtype).is_none()
+            || dagrt::task::Tag::from_u32(tag).is_none()
+        {
             exp.push(Status::InvalidArgument);
         }
         ok_if_none(&mut exp);
