@@ -245,19 +245,21 @@ impl Trace {
             return Ok(None);
         };
         let regular = f.metadata().is_ok_and(|m| m.is_file());
-        let written = if regular {
-            let mut tmp = path.clone().into_os_string();
-            tmp.push(format!(".{}.tmp", std::process::id()));
-            let tmp = PathBuf::from(tmp);
-            let w = File::create(&tmp)
-                .and_then(|t| self.write_to(t))
-                .and_then(|()| std::fs::rename(&tmp, &path));
-            if w.is_err() {
-                let _ = std::fs::remove_file(&tmp);
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let written = match regular.then(|| File::create(&tmp)) {
+            Some(Ok(t)) => {
+                let w = self.write_to(t).and_then(|()| std::fs::rename(&tmp, &path));
+                if w.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                w
             }
-            w
-        } else {
-            self.write_to(f)
+            // A directory that takes no new file (the path itself was writable at start):
+            // the file opened then, emptied of whatever another writer left.
+            Some(Err(_)) => f.set_len(0).and_then(|()| self.write_to(f)),
+            None => self.write_to(f),
         };
         for t in self.timelines.iter() {
             *lock(t) = Timeline::default();
