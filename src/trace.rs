@@ -101,6 +101,17 @@ impl std::fmt::Display for StartError {
     }
 }
 
+/// Where a recording goes. A regular file is written whole under `tmp` and renamed over
+/// `path` at stop, so it always holds one complete document, also when another process
+/// records into the same path; anything else (a pipe, a device) is written through `file`,
+/// opened on `path`. Both are created at start, so a path that cannot be written, or a
+/// directory that takes no new file, fails then.
+struct Out {
+    path: PathBuf,
+    file: File,
+    tmp: Option<PathBuf>,
+}
+
 pub struct Trace {
     /// Recording on/off; a relaxed flag (events straddling a toggle may or may not be kept).
     enabled: AtomicBool,
@@ -109,7 +120,7 @@ pub struct Trace {
     lane_names: Vec<String>,
     /// The file of the recording in progress, created when it started. `enabled` changes only
     /// under this lock, so recording is on exactly when a file is open.
-    out: Mutex<Option<(PathBuf, File)>>,
+    out: Mutex<Option<Out>>,
     /// Lane `i`'s thread records into timeline `i`, every other thread (the scheduler
     /// thread, a host) into the last one: lanes recording a task each never wait on each
     /// other's lock or pull its line. (With one shared buffer, a traced 64-tile Cholesky kept
@@ -163,15 +174,24 @@ impl Trace {
     /// recording are dropped, so each file holds its own recording only.
     pub fn start(&self, path: PathBuf) -> Result<(), StartError> {
         let mut out = lock(&self.out);
-        if let Some((current, _)) = out.as_ref() {
-            return Err(StartError::Recording(current.clone()));
+        if let Some(o) = out.as_ref() {
+            return Err(StartError::Recording(o.path.clone()));
         }
         let f = File::create(&path).map_err(|x| StartError::Create(path.clone(), x))?;
+        let (file, tmp) = if f.metadata().is_ok_and(|m| m.is_file()) {
+            let mut tmp = path.clone().into_os_string();
+            tmp.push(format!(".{}.tmp", std::process::id()));
+            let tmp = PathBuf::from(tmp);
+            let t = File::create(&tmp).map_err(|x| StartError::Create(tmp.clone(), x))?;
+            (t, Some(tmp))
+        } else {
+            (f, None)
+        };
         for t in self.timelines.iter() {
             *lock(t) = Timeline::default();
         }
         *self.graph() = Graph::default();
-        *out = Some((path, f));
+        *out = Some(Out { path, file, tmp });
         self.enabled.store(true, Ordering::Release);
         Ok(())
     }
@@ -233,34 +253,22 @@ impl Trace {
     /// (The flag is cleared under the file lock: a `start` racing this stop either comes first
     /// and is stopped with it, or finds no recording and starts its own, flag and file.)
     ///
-    /// A regular file is written whole under a temporary name and renamed over the path, so
-    /// it always holds one complete document, also when another process records into the
-    /// same path; anything else (a pipe, a device) is written through the file opened at
-    /// start. The events are streamed, and dropped once written (the DAG stays for the DOT
-    /// export).
+    /// Written as `Out` says; the events are streamed, and dropped once written (the DAG
+    /// stays for the DOT export).
     pub fn stop(&self) -> Result<Option<PathBuf>, (PathBuf, std::io::Error)> {
         let mut out = lock(&self.out);
         self.enabled.store(false, Ordering::Release);
-        let Some((path, f)) = out.take() else {
+        let Some(Out { path, file, tmp }) = out.take() else {
             return Ok(None);
         };
-        let regular = f.metadata().is_ok_and(|m| m.is_file());
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let written = match regular.then(|| File::create(&tmp)) {
-            Some(Ok(t)) => {
-                let w = self.write_to(t).and_then(|()| std::fs::rename(&tmp, &path));
-                if w.is_err() {
-                    let _ = std::fs::remove_file(&tmp);
-                }
-                w
+        // Synced when it is a regular file: a pipe or device refuses fsync (EINVAL).
+        let mut written = self.write_to(file, tmp.is_some());
+        if let Some(tmp) = tmp {
+            written = written.and_then(|()| std::fs::rename(&tmp, &path));
+            if written.is_err() {
+                let _ = std::fs::remove_file(&tmp);
             }
-            // A directory that takes no new file (the path itself was writable at start):
-            // the file opened then, emptied of whatever another writer left.
-            Some(Err(_)) => f.set_len(0).and_then(|()| self.write_to(f)),
-            None => self.write_to(f),
-        };
+        }
         for t in self.timelines.iter() {
             *lock(t) = Timeline::default();
         }
@@ -270,10 +278,14 @@ impl Trace {
         }
     }
 
-    fn write_to(&self, f: File) -> std::io::Result<()> {
+    fn write_to(&self, f: File, sync: bool) -> std::io::Result<()> {
         let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
         self.write_chrome(&mut w)?;
-        w.into_inner().map_err(|x| x.into_error())?.sync_all()
+        let f = w.into_inner().map_err(|x| x.into_error())?;
+        if sync {
+            f.sync_all()?;
+        }
+        Ok(())
     }
 
     /// The recorded events as a Chrome trace-event JSON document.

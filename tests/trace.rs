@@ -197,9 +197,8 @@ fn sub(
 #[test]
 fn a_pass_slices_do_not_overlap() {
     let path = scratch("passes.json");
-    let (w, c) = sub_worker(2);
+    let (w, c) = traced(2, &path);
     let e = w.engine().unwrap().clone();
-    e.trace.start(path.clone()).unwrap();
     let mut buf = [0u64; 8];
     let p = buf.as_mut_ptr();
     for _ in 0..5 {
@@ -298,25 +297,34 @@ fn dot_edges_join_declared_nodes() {
     assert!(dot.contains("alloc"), "{dot}");
 }
 
+/// A worker of `lanes` SUB lanes recording into `path`.
+fn traced(lanes: u32, path: &std::path::Path) -> (Worker, dagrt::callable::Callable) {
+    let (w, c) = sub_worker(lanes);
+    w.engine().unwrap().trace.start(path.to_path_buf()).unwrap();
+    (w, c)
+}
+
+/// One run of one task on a worker from `traced`, then the recording's stop.
+fn one_task_then_stop(w: &Worker, c: &dagrt::callable::Callable) {
+    let e = w.engine().unwrap().clone();
+    let mut b = [0u64; 1];
+    let mut o = w.orchestrator().unwrap().lock().unwrap();
+    let run = o.begin_run().unwrap();
+    sub(&mut o, c, &mut [tensor(&mut b[0], Tag::Inout)]);
+    o.close_run_submission(run).unwrap();
+    drop(o);
+    assert!(e.runs.get(run).unwrap().wait(None));
+    e.trace.stop().unwrap();
+}
+
 /// The file holds one whole document also when something else wrote into it meanwhile (two
 /// processes recording into one path): it is written under another name and renamed.
 #[test]
 fn the_file_is_one_whole_document() {
     let path = scratch("whole.json");
-    let (w, c) = sub_worker(1);
-    let e = w.engine().unwrap().clone();
-    e.trace.start(path.clone()).unwrap();
+    let (w, c) = traced(1, &path);
     std::fs::write(&path, vec![b'x'; 1 << 20]).unwrap();
-    let mut b = [0u64; 1];
-    {
-        let mut o = w.orchestrator().unwrap().lock().unwrap();
-        let run = o.begin_run().unwrap();
-        sub(&mut o, &c, &mut [tensor(&mut b[0], Tag::Inout)]);
-        o.close_run_submission(run).unwrap();
-        drop(o);
-        assert!(e.runs.get(run).unwrap().wait(None));
-    }
-    e.trace.stop().unwrap();
+    one_task_then_stop(&w, &c);
     drop(w);
     let text = std::fs::read_to_string(&path).unwrap();
     let v: Value = serde_json::from_str(&text).expect("one whole JSON document");
@@ -328,4 +336,29 @@ fn the_file_is_one_whole_document() {
         .filter(|d| d.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// A path that is no regular file (a pipe here) is written directly, with no temporary file
+/// beside it: the reader gets one whole document.
+#[test]
+fn a_pipe_gets_the_document_directly() {
+    let path = scratch("pipe.json");
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = {
+        let path = path.clone();
+        std::thread::spawn(move || std::fs::read_to_string(path).unwrap())
+    };
+    let (w, c) = traced(1, &path);
+    one_task_then_stop(&w, &c);
+    drop(w);
+    let text = reader.join().unwrap();
+    let v: Value = serde_json::from_str(&text).expect("one whole JSON document");
+    assert!(v["traceEvents"].as_array().unwrap().len() > 1);
+    let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .filter_map(|d| Some(d.ok()?.file_name().to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(names, vec!["pipe.json".to_string()], "only the pipe");
 }
