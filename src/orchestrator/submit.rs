@@ -464,10 +464,8 @@ fn hold_slab_owner(
     fp: &Footprint,
     found: &mut impl FnMut(SlotId),
 ) {
-    if heap.holds(fp.lo) {
-        if let Some(owner) = heap.owner_of(fp.lo, run) {
-            found(owner);
-        }
+    if let Some(owner) = heap.owner_of(fp.lo, run) {
+        found(owner);
     }
 }
 

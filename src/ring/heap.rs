@@ -216,18 +216,25 @@ impl HeapRings {
 
     /// Whether byte `addr` lies in the rings' mapping (one comparison).
     #[inline]
-    pub fn holds(&self, addr: u64) -> bool {
+    fn holds(&self, addr: u64) -> bool {
         addr.wrapping_sub(self.map as u64) < self.len as u64
     }
 
     /// The slot of run `run` whose live slab holds byte `addr`, if any: a task that reads
     /// bytes of a runtime-owned buffer holds that slot, so the buffer outlives the task even
-    /// when a later writer, not the slab's owner, is the producer the TensorMap finds.
-    #[inline(never)]
+    /// when a later writer, not the slab's owner, is the producer the TensorMap finds. Inlined
+    /// to the one comparison that rules out an address outside the rings (every tensor of
+    /// W1-W4); the search takes the ring's lock.
+    #[inline]
     pub fn owner_of(&self, addr: u64, run: u64) -> Option<u64> {
         if !self.holds(addr) {
             return None;
         }
+        self.owner_in_rings(addr, run)
+    }
+
+    #[inline(never)]
+    fn owner_in_rings(&self, addr: u64, run: u64) -> Option<u64> {
         let off = addr - self.map as u64;
         let r = &self.rings[(off / self.rings[0].size) as usize];
         let phys = off % r.size;
