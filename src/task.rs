@@ -81,6 +81,18 @@ pub enum DataType {
 }
 
 /// Size in bytes of one element of `dtype` (a `DataType` value), or `None` if unknown.
+/// The message that refuses a `dtype` outside `dagrt_dtype` (submit, alloc, initialisers).
+#[cold]
+pub fn dtype_refused(dtype: u32) -> String {
+    format!("dtype {dtype} is not a dagrt_dtype")
+}
+
+/// The message that refuses a `tag` outside `dagrt_tag`.
+#[cold]
+pub fn tag_refused(tag: u32) -> String {
+    format!("tag {tag} is not a dagrt_tag")
+}
+
 pub fn dtype_size(dtype: u32) -> Option<u64> {
     Some(match dtype {
         0 | 1 | 12 => 1,

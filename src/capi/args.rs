@@ -20,19 +20,14 @@ pub struct dagrt_args_t {
 /// The dtype and tag an initialiser is given, checked as a submit checks them: a bad value is
 /// refused where it is written, not at a later submit.
 fn check_dtype_tag(dtype: u32, tag: u32) -> Result<()> {
-    if crate::task::dtype_size(dtype).is_none() {
-        return Err(Error::new(
-            Status::InvalidArgument,
-            format!("dtype {dtype} is not a dagrt_dtype"),
-        ));
-    }
-    if crate::task::Tag::from_u32(tag).is_none() {
-        return Err(Error::new(
-            Status::InvalidArgument,
-            format!("tag {tag} is not a dagrt_tag"),
-        ));
-    }
-    Ok(())
+    let refused = if crate::task::dtype_size(dtype).is_none() {
+        crate::task::dtype_refused(dtype)
+    } else if crate::task::Tag::from_u32(tag).is_none() {
+        crate::task::tag_refused(tag)
+    } else {
+        return Ok(());
+    };
+    Err(Error::new(Status::InvalidArgument, refused))
 }
 
 fn shape_of(ndim: u32, shape: *const u64) -> Result<[u64; MAX_TENSOR_DIMS]> {

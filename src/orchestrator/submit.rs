@@ -269,7 +269,7 @@ impl Orchestrator {
         if dtype_size(dtype).is_none() {
             return err(
                 Status::InvalidArgument,
-                format!("alloc: dtype {dtype} is not a dagrt_dtype"),
+                format!("alloc: {}", crate::task::dtype_refused(dtype)),
             );
         }
         let mut sh = [0u64; MAX_TENSOR_DIMS];

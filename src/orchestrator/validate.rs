@@ -8,7 +8,8 @@ use crate::error::{err, Error, Result, Status};
 use crate::ring::{align_up, first_id_of_seq, HeapError};
 use crate::run::Run;
 use crate::task::{
-    dense_bytes, dtype_size, DepKind, Tag, TaskArgs, TaskHandle, Tensor, MAX_TENSOR_DIMS,
+    dense_bytes, dtype_refused, dtype_size, tag_refused, DepKind, Tag, TaskArgs, TaskHandle,
+    Tensor, MAX_TENSOR_DIMS,
 };
 use crate::view::Footprint;
 
@@ -218,12 +219,12 @@ fn validate_tensor(
     t: &Tensor,
     fps: &mut Vec<Option<Footprint>>,
 ) -> std::result::Result<u64, String> {
-    let tag = Tag::from_u32(t.tag).ok_or_else(|| format!("tag {} is not a dagrt_tag", t.tag))?;
+    let tag = Tag::from_u32(t.tag).ok_or_else(|| tag_refused(t.tag))?;
     if t.ndim as usize > MAX_TENSOR_DIMS {
         return Err(format!("ndim {} exceeds {MAX_TENSOR_DIMS}", t.ndim));
     }
     if dtype_size(t.dtype).is_none() {
-        return Err(format!("dtype {} is not a dagrt_dtype", t.dtype));
+        return Err(dtype_refused(t.dtype));
     }
     if t.reserved != 0 {
         return Err("reserved field must be zero".into());
