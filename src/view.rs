@@ -577,15 +577,17 @@ mod tests {
         }
     }
 
+    /// The bytes of `count` rows of `w` bytes, `stride` apart, from `lo` (brute force).
+    fn row_bytes(lo: u64, w: u64, stride: u64, count: u64) -> std::collections::BTreeSet<u64> {
+        (0..count)
+            .flat_map(|i| (0..w).map(move |j| lo + i * stride + j))
+            .collect()
+    }
+
     /// The O(1) row-set comparison agrees with brute force over the bytes, for views of one
     /// stride at every relative position (including rows that straddle the other's rows).
     #[test]
     fn row_sets_agree_with_bytes() {
-        let bytes = |lo: u64, w: u64, stride: u64, count: u64| -> std::collections::BTreeSet<u64> {
-            (0..count)
-                .flat_map(|i| (0..w).map(move |j| lo + i * stride + j))
-                .collect()
-        };
         let rows = |lo: u64, w: u64, stride: u64, count: u64| {
             let mut dims = [(0u64, 0u64); MAX_DIMS];
             dims[0] = (1, w);
@@ -608,7 +610,10 @@ mod tests {
             for (w2, c2) in [(1, 2), (3, 2), (8, 3), (12, 2)] {
                 for lo2 in 0..80 {
                     let (x, y) = (rows(32, w1, stride, c1), rows(lo2, w2, stride, c2));
-                    let (bx, by) = (bytes(32, w1, stride, c1), bytes(lo2, w2, stride, c2));
+                    let (bx, by) = (
+                        row_bytes(32, w1, stride, c1),
+                        row_bytes(lo2, w2, stride, c2),
+                    );
                     assert_eq!(x.rows_overlap(&y), Some(!bx.is_disjoint(&by)));
                     assert_eq!(
                         x.overlaps(&y),
@@ -633,11 +638,6 @@ mod tests {
     /// matrix) is decided exactly, both ways, at every position and length.
     #[test]
     fn dense_ranges_against_row_sets_agree_with_bytes() {
-        let set = |lo: u64, w: u64, stride: u64, count: u64| -> std::collections::BTreeSet<u64> {
-            (0..count)
-                .flat_map(|i| (0..w).map(move |j| lo + i * stride + j))
-                .collect()
-        };
         let mut checked = 0;
         // Tiles of a column-major f64 matrix with 16 rows (128-byte columns): `w` rows of
         // `count` columns, from row 4 of column 0 (byte 32).
@@ -652,11 +652,11 @@ mod tests {
             ))
             .unwrap();
             assert!(x.rows().is_some());
-            let bx = set(1024 + 32, 8 * w, 128, count);
+            let bx = row_bytes(1024 + 32, 8 * w, 128, count);
             for lo in (1024..1024 + 700).step_by(4) {
                 for len in [1, 4, 8, 24, 32, 64, 100, 128, 200] {
                     let d = Footprint::dense(lo, len);
-                    let bd = set(lo, len, 1, 1);
+                    let bd = row_bytes(lo, len, 1, 1);
                     let meet = !bx.is_disjoint(&bd);
                     assert_eq!(x.overlaps(&d), meet, "{w} {count} {lo} {len}");
                     assert_eq!(d.overlaps(&x), meet, "{w} {count} {lo} {len}");

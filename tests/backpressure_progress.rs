@@ -4,12 +4,13 @@
 //! progress. (It once got only what the slot wait had left, and failed while the ring was
 //! about to be reclaimed.)
 
-use dagrt::callable::{self, CallableKind};
 use dagrt::orchestrator::SubmitKind;
 use dagrt::task::{CallConfig, DataType, Tag, TaskArgs, TaskView, Tensor};
-use dagrt::worker::{Worker, WorkerConfig};
+use dagrt::worker::WorkerConfig;
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
+
+mod common;
 
 /// Sleeps for its one scalar, in ms.
 unsafe extern "C" fn sleeper(t: *const TaskView, _u: *mut c_void) -> i32 {
@@ -27,17 +28,7 @@ fn a_slot_freed_restarts_the_heap_wait() {
         task_window: 2,
         timeout_ms: TIMEOUT_MS as u32,
     };
-    let mut w = Worker::new(cfg).unwrap();
-    w.add_sub_lanes(2).unwrap();
-    w.init().unwrap();
-    let c = callable::register(
-        "backpressure_progress.sleeper",
-        9,
-        CallableKind::Task as u32,
-        sleeper,
-        std::ptr::null_mut(),
-    )
-    .unwrap();
+    let (w, c) = common::sub_worker(cfg, 2, "backpressure_progress.sleeper", sleeper);
     let e = w.engine().unwrap().clone();
     let mut o = w.orchestrator().unwrap().lock().unwrap();
     let run = o.begin_run().unwrap();

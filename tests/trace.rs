@@ -9,6 +9,8 @@ use dagrt::worker::{Worker, WorkerConfig};
 use serde_json::Value;
 use std::ffi::c_void;
 
+mod common;
+
 unsafe extern "C" fn touch(t: *const TaskView, _u: *mut c_void) -> i32 {
     // SAFETY: the runtime passes a valid view whose tensors point at live u64 buffers.
     unsafe {
@@ -169,10 +171,7 @@ fn touch_callable() -> dagrt::callable::Callable {
 }
 
 fn sub_worker(lanes: u32) -> (Worker, dagrt::callable::Callable) {
-    let mut w = Worker::new(WorkerConfig::default()).unwrap();
-    w.add_sub_lanes(lanes).unwrap();
-    w.init().unwrap();
-    (w, touch_callable())
+    common::sub_worker(WorkerConfig::default(), lanes, "trace.touch", touch)
 }
 
 /// A file in a directory of the test's own (tests of one binary may run side by side).
