@@ -865,7 +865,10 @@ enum dagrt_status dagrt_worker_orch(struct dagrt_worker_t *worker, struct dagrt_
  DAGRT_STATUS_ORCHESTRATION_FAILED. The callback may fail its run itself with
  `dagrt_fail_run_submission` (the status is then ORCHESTRATION_FAILED with that message,
  whatever the callback returns); closing it there is refused. Wait for the run with
- `dagrt_wait_run`; release it with `dagrt_release_run`.
+ `dagrt_wait_run`; release it with `dagrt_release_run`. A callback may submit to another
+ worker, whose callback may do the same, up to 16 deep on one thread; the 17th is refused
+ with DAGRT_STATUS_WRONG_STATE and begins no run, as is a call for this worker from inside
+ its own callback (even after the callback failed its run).
  */
 enum dagrt_status dagrt_worker_submit(struct dagrt_worker_t *worker, dagrt_orch_fn orch_fn, void *ctx, dagrt_run_id *out_run);
 

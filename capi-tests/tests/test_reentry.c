@@ -16,7 +16,8 @@
  * dagrt_task_fail from threads the task runs, all at once: the task fails with one whole
  * message (no torn or lost one); called twice, the first message is the task's.
  * An orchestration callback (dagrt_worker_run) that closes, reconfigures or frees its own
- * worker -> WRONG_STATE, nothing done: the call that runs it goes on using the worker.
+ * worker -> WRONG_STATE, nothing done: the call that runs it goes on using the worker; so
+ * does one that begins another run of its worker (submit, run), even after failing its own.
  * The log hook replaces itself from inside its call: no deadlock, the change takes effect
  * as it returns, and the next message reaches the new hook. A hook called inside a worker's
  * init that reconfigures or frees that worker -> WRONG_STATE, nothing done.
@@ -308,7 +309,8 @@ static void test_task_fail_from_threads(void)
 /* An orchestration callback that tries to close, reconfigure and free its own worker. */
 struct inside {
     dagrt_worker_t *w;
-    dagrt_status close, lanes, close_for;
+    dagrt_status close, lanes, close_for, submit, run;
+    int nested_calls;
     uint32_t closed;
     char free_msg[MSG];
 };
@@ -326,6 +328,29 @@ static int32_t orch_touches_worker(dagrt_orch_t *o, void *ctx)
     return 0;
 }
 
+static int32_t count_nested(dagrt_orch_t *o, void *ctx)
+{
+    (void)o;
+    ((struct inside *)ctx)->nested_calls++;
+    return 0;
+}
+
+/* A callback that fails its own run, then asks its worker for a run of its own again. */
+static int32_t orch_fails_then_resubmits(dagrt_orch_t *o, void *ctx)
+{
+    struct inside *x = ctx;
+    dagrt_run_id nested = 0;
+    uint64_t shape[1] = {8};
+    void *p;
+    dagrt_task_handle h;
+    if (dagrt_alloc(o, shape, 1, DAGRT_DTYPE_U8, &p, &h) != DAGRT_STATUS_OK ||
+        dagrt_fail_run_submission(o, h.run_id, "given up") != DAGRT_STATUS_OK)
+        return 9;
+    x->submit = dagrt_worker_submit(x->w, count_nested, x, &nested);
+    x->run = dagrt_worker_run(x->w, count_nested, x);
+    return 0;
+}
+
 static void test_orchestration_callback_keeps_its_worker(void)
 {
     static struct inside x;
@@ -340,6 +365,12 @@ static void test_orchestration_callback_keeps_its_worker(void)
            dagrt_status_str(x.close_for));
     CHECK_EQ_U64(x.closed, 7);
     CHECKF(h_contains(x.free_msg, "orchestration callback"), "free left: %s", x.free_msg);
+    /* Nor may it begin another run of its worker, even after failing its own. */
+    EXPECT_ERROR(dagrt_worker_run(w, orch_fails_then_resubmits, &x),
+                 DAGRT_STATUS_ORCHESTRATION_FAILED, "given up");
+    CHECKF(x.submit == DAGRT_STATUS_WRONG_STATE, "submit: %s", dagrt_status_str(x.submit));
+    CHECKF(x.run == DAGRT_STATUS_WRONG_STATE, "run: %s", dagrt_status_str(x.run));
+    CHECK(x.nested_calls == 0);
     /* The worker is whole: it runs a run and closes. */
     {
         dagrt_run_id run = 0;

@@ -79,38 +79,63 @@ fn worker_mut<'a>(w: *mut dagrt_worker_t, what: &str) -> Result<&'a mut dagrt_wo
     need_mut(w, "worker")
 }
 
+/// How deeply orchestration callbacks may nest on one thread (a callback running another
+/// worker's callback, and so on).
+const MAX_NESTED_CALLBACKS: usize = 16;
+
+type CallbackStack = ([(usize, u32); MAX_NESTED_CALLBACKS], usize);
+
 thread_local! {
     /// The workers whose orchestration callbacks (`dagrt_worker_submit` / `_run`) this thread
     /// is running, as addresses with the fork generation they were entered in, innermost
-    /// last: a callback may run another worker's, and is still inside its own while that one
-    /// runs. A child forked inside a callback is in none (the worker is its parent's, and a
-    /// worker of its own may get the freed handle's address).
-    static IN_CALLBACK: std::cell::RefCell<Vec<(usize, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// last (with the depth): a callback may run another worker's, and is still inside its
+    /// own while that one runs. A child forked inside a callback is in none (the worker is
+    /// its parent's, and a worker of its own may get the freed handle's address).
+    /// Fixed-size and `Copy`, so it has no destructor: a worker closed or freed from a
+    /// thread-local destructor or an `atexit` handler still finds it (a `Vec` here is torn
+    /// down before those run, and reading it then panics).
+    static IN_CALLBACK: std::cell::Cell<CallbackStack> =
+        const { std::cell::Cell::new(([(0, 0); MAX_NESTED_CALLBACKS], 0)) };
 }
 
 /// Whether this thread is inside `w`'s orchestration callback, however deeply nested.
 pub(super) fn in_callback_of(w: *const dagrt_worker_t) -> bool {
     let me = (w as usize, crate::fork::generation());
-    !w.is_null() && IN_CALLBACK.with(|c| c.borrow().contains(&me))
+    let (stack, depth) = IN_CALLBACK.with(|c| c.get());
+    !w.is_null() && stack[..depth].contains(&me)
 }
 
 /// Marks the calling thread as inside `w`'s callback until dropped.
 struct InCallback;
 
 impl InCallback {
-    fn enter(w: &dagrt_worker_t) -> InCallback {
+    fn enter(w: &dagrt_worker_t) -> Result<InCallback> {
         let me = (
             w as *const dagrt_worker_t as usize,
             crate::fork::generation(),
         );
-        IN_CALLBACK.with(|c| c.borrow_mut().push(me));
-        InCallback
+        let (mut stack, depth) = IN_CALLBACK.with(|c| c.get());
+        if depth == MAX_NESTED_CALLBACKS {
+            return err(
+                Status::WrongState,
+                format!(
+                    "orchestration callbacks nest more than {MAX_NESTED_CALLBACKS} deep on \
+                     this thread"
+                ),
+            );
+        }
+        stack[depth] = me;
+        IN_CALLBACK.with(|c| c.set((stack, depth + 1)));
+        Ok(InCallback)
     }
 }
 
 impl Drop for InCallback {
     fn drop(&mut self) {
-        IN_CALLBACK.with(|c| c.borrow_mut().pop());
+        IN_CALLBACK.with(|c| {
+            let (stack, depth) = c.get();
+            c.set((stack, depth - 1));
+        });
     }
 }
 
@@ -315,7 +340,10 @@ pub extern "C" fn dagrt_worker_orch(
 /// DAGRT_STATUS_ORCHESTRATION_FAILED. The callback may fail its run itself with
 /// `dagrt_fail_run_submission` (the status is then ORCHESTRATION_FAILED with that message,
 /// whatever the callback returns); closing it there is refused. Wait for the run with
-/// `dagrt_wait_run`; release it with `dagrt_release_run`.
+/// `dagrt_wait_run`; release it with `dagrt_release_run`. A callback may submit to another
+/// worker, whose callback may do the same, up to 16 deep on one thread; the 17th is refused
+/// with DAGRT_STATUS_WRONG_STATE and begins no run, as is a call for this worker from inside
+/// its own callback (even after the callback failed its run).
 #[no_mangle]
 pub extern "C" fn dagrt_worker_submit(
     worker: *mut dagrt_worker_t,
@@ -337,11 +365,20 @@ fn submit(
     ctx: *mut std::ffi::c_void,
     out_run: &mut RunId,
 ) -> Result<()> {
+    if in_callback_of(w) {
+        return err(
+            Status::WrongState,
+            "called from inside this worker's orchestration callback, which builds the run \
+             the outer call began (even after failing it)",
+        );
+    }
+    // Entered before the run begins: a callback nested too deep is refused with no run left
+    // open.
+    let inside = InCallback::enter(w)?;
     let run = super::orch::with_orch(&w.orch, |o| o.begin_run())?;
     // Held across the callback: it may fail the run, wait for it and release it.
     let held = engine_of(w)?.runs.get(run);
     let errors_before = error_count();
-    let inside = InCallback::enter(w);
     // SAFETY: the host's callback, called with its own context and our orchestrator handle.
     let rc = unsafe { f(&w.orch as *const dagrt_orch_t as *mut dagrt_orch_t, ctx) };
     drop(inside);
