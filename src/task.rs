@@ -258,7 +258,12 @@ pub struct TaskView {
 /// Bytes a dense view of `shape[..ndim]` elements of `dtype` occupies, if it fits in u64.
 pub fn dense_bytes(ndim: u32, shape: &[u64; MAX_TENSOR_DIMS], dtype: u32) -> Option<u64> {
     let mut n = dtype_size(dtype)?;
-    for &s in &shape[..ndim as usize] {
+    let shape = &shape[..ndim as usize];
+    // A zero extent anywhere makes it empty, however large the extents before it.
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    for &s in shape {
         n = n.checked_mul(s)?;
     }
     Some(n)

@@ -694,6 +694,19 @@ static void test_zero_size_auto_output_stays_null(void)
     CHECK(t[0].data == NULL);
     CHECK(t[1].data != NULL);
 
+    /* A zero extent after extents whose product overflows is still empty, in either order. */
+    for (int last = 0; last < 2; last++) {
+        const uint64_t big = 1ull << 40;
+        uint64_t shape[3] = {last ? big : 0, big, last ? 0 : big};
+        dagrt_tensor z;
+        dagrt_task_args za;
+        EXPECT_OK(dagrt_tensor_init(&z, NULL, DAGRT_DTYPE_F64, 3, shape, DAGRT_TAG_OUTPUT));
+        uint64_t other[1] = {7}; /* inspect_exec's record 7, unread here */
+        za = h_args(&z, 1, other, 1, NULL, 0);
+        EXPECT_OK(dagrt_submit_next_level(o, &c, &za, NULL, 1, NULL));
+        CHECKF(z.data == NULL, "zero extent %s: data %p", last ? "last" : "first", z.data);
+    }
+
     /* members 0 and 1 share an array with only a zero-size auto OUTPUT; member 2 allocates */
     shared_z = h_tensor(NULL, 0, DAGRT_DTYPE_U8, DAGRT_TAG_OUTPUT);
     own_p = h_tensor(NULL, 8, DAGRT_DTYPE_U8, DAGRT_TAG_OUTPUT);
