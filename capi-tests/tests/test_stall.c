@@ -298,6 +298,84 @@ static void test_condition_returning_starts_a_new_episode(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* A head change within one pass starts a new episode: the blocked head G2 (run 2) is
+ * displaced by run 1's group G1, whose producer completes 3 s into G2's episode; G1's targets
+ * are idle, so it launches in the same pass and G2 is the head again. G2's new episode warns
+ * 5 s after that, not 5 s after its first one began. */
+static void test_head_flip_within_a_pass_starts_a_new_episode(void)
+{
+    const int32_t ids[5] = {0, 1, 2, 3, 4};
+    const int32_t t1[2] = {2, 3}, t2[2] = {1, 4};
+    h_step p = h_step_id(10), b = h_step_id(11), s = h_step_id(16), g1s[2], g2s[2];
+    h_group g2;
+    dagrt_task_handle ph, g2h, sh;
+    dagrt_run_id r1, r2;
+    dagrt_dep dep;
+    uint64_t t_first, t_flip;
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    warnings = 0;
+    REQUIRE_OK(dagrt_set_log_hook(hook, NULL));
+    w = h_worker_ids(NULL, ids, 5, 0);
+    REQUIRE(w != NULL);
+    o = h_orch(w);
+    p.wait_gate = 0;
+    b.wait_gate = 1;
+    g1s[0] = h_step_id(12);
+    g1s[1] = h_step_id(13);
+    g2s[0] = h_step_id(14);
+    g2s[1] = h_step_id(15);
+    /* run 1: P on lane 0 (held), G1 on {2, 3} behind it */
+    REQUIRE_OK(dagrt_begin_run(o, &r1));
+    SUBMIT_STEP(o, &p, 0, NULL, 0, NULL, 0, &ph);
+    dep = h_dep(ph, DAGRT_DEP_KIND_RETAIN);
+    {
+        uint64_t sc[2][S_COUNT];
+        dagrt_task_args a[2];
+        a[0] = h_step_args(&g1s[0], sc[0], NULL, 0, &dep, 1);
+        a[1] = h_step_args(&g1s[1], sc[1], NULL, 0, NULL, 0);
+        REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), a, 2, NULL, t1, NULL));
+    }
+    REQUIRE_OK(dagrt_close_run_submission(o, r1));
+    /* run 2: B holds lane 1; G2 on {1, 4} blocks and reserves lane 4, where S is queued */
+    REQUIRE_OK(dagrt_begin_run(o, &r2));
+    SUBMIT_STEP(o, &b, 1, NULL, 0, NULL, 0, NULL);
+    REQUIRE(H_POLL(h_start(11) != 0, 5000));
+    h_make_group(&g2, g2s, 2, NULL, 0);
+    t_first = h_now_ms();
+    REQUIRE_OK(dagrt_submit_next_level_group(o, h_step_callable(), g2.a, 2, NULL, t2, &g2h));
+    SUBMIT_STEP(o, &s, 4, NULL, 0, NULL, 0, &sh);
+    REQUIRE_OK(dagrt_close_run_submission(o, r2));
+    h_sleep_us(3000000);
+    t_flip = h_now_ms();
+    h_gate_open(0);
+    CHECK(H_POLL(h_end(12) != 0 && h_end(13) != 0, 5000));
+    {
+        uint64_t now = h_now_ms();
+        if (now < t_first + 6500)
+            h_sleep_us((t_first + 6500 - now) * 1000);
+    }
+    {
+        uint64_t n = warning_count(), now = h_now_ms();
+        CHECKF(n == 0 || now - t_flip >= 4900,
+               "a stall warning %" PRIu64 " ms after G2 first blocked, though the head changed "
+               "%" PRIu64 " ms ago (the episode must restart)",
+               now - t_first, now - t_flip);
+    }
+    CHECKF(H_POLL(warning_count() >= 1, 10000), "no stall warning for G2 (slot %" PRIu64 ")",
+           g2h.slot);
+    CHECK_EQ_U64(warning_count(), 1);
+    check_warning(g2h.slot, 1, 4, sh.slot);
+    h_gate_open(1);
+    EXPECT_OK(h_wait(w, r1));
+    EXPECT_OK(h_wait(w, r2));
+    EXPECT_OK(dagrt_release_run(w, r1));
+    EXPECT_OK(dagrt_release_run(w, r2));
+    CHECK_RAN_ONCE(16);
+    h_close_worker(w);
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
 /* The hook runs after the scheduler role is released: the host's hook may be slow or wait for
  * dispatch. Here it opens the gate that frees the busy target, then waits (bounded) for the
  * group to launch; with the role held by the thread in the hook, no pass could launch it. */
@@ -396,6 +474,7 @@ int main(void)
     RUN_TEST(test_stall_episodes);
     RUN_TEST(test_cancelled_singles_are_no_stall);
     RUN_TEST(test_condition_returning_starts_a_new_episode);
+    RUN_TEST(test_head_flip_within_a_pass_starts_a_new_episode);
     RUN_TEST(test_hook_runs_outside_the_scheduler_role);
     RUN_TEST(test_stall_warned_after_the_run_goes_quiet);
     return h_done();

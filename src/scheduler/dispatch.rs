@@ -19,6 +19,9 @@ impl Sched {
             }
             self.reserved.iter_mut().for_each(|r| *r = false);
             let mut blocked_head = None;
+            // A head launched before the blocked one: the head changed in this pass, so a
+            // blocked head is a new stall episode even if it was the head before.
+            let mut launched = false;
             // Group FIFO head: launch only on a fully idle target set, else reserve it.
             while let Some((sid, r)) = q.group.peek() {
                 let (sid, targets) = (
@@ -40,7 +43,11 @@ impl Sched {
                 q.group.pop();
                 if e.slots.get(sid).core.try_claim_running_id(sid) {
                     self.launch_group(sid, &targets);
+                    launched = true;
                 }
+            }
+            if launched {
+                self.stall = None;
             }
             self.watch_stall(blocked_head, q);
             // Singles: each lane's own FIFO, never another's.
