@@ -1,7 +1,7 @@
 //! A runtime-owned buffer (an auto-allocated OUTPUT, or `alloc`) outlives every task that
 //! names it and was submitted before its scope ended. A reader that follows an in-place
 //! writer (INOUT) finds only that writer in the TensorMap, and the writer lets go of the
-//! buffer's owner when it completes; the reader holds the owner itself (`HeapRings::owner_of`),
+//! buffer's owner when it completes; the reader holds the owner itself (`HeapRings::owners_in`),
 //! so the slab is not reclaimed, and handed to the next allocation, under the reader.
 
 use dagrt::orchestrator::{Orchestrator, SubmitKind};
@@ -106,4 +106,49 @@ fn a_reader_behind_an_in_place_writer_holds_the_buffer() {
             state_name(after)
         );
     }
+}
+
+/// A read that runs on from one slab into the next (here from ring 0's last slab into ring
+/// 1's first: the rings lie back to back) holds both slabs' owners, not only the first's.
+#[test]
+fn a_reader_spanning_two_slabs_holds_both() {
+    let _one = serial();
+    STARTED.store(false, Ordering::SeqCst);
+    GO.store(false, Ordering::SeqCst);
+    let cfg = WorkerConfig {
+        heap_ring_size: 1024, // one slab a ring
+        ..WorkerConfig::default()
+    };
+    let (w, c) = sub_worker(cfg, 2, "heap_lifetime.exec", exec);
+    let e = w.engine().unwrap().clone();
+    let mut o = w.orchestrator().unwrap().lock().unwrap();
+    let run = o.begin_run().unwrap();
+    let (a, _) = o.alloc(&[1024], DataType::U8 as u32).unwrap(); // ring 0
+    o.scope_begin().unwrap();
+    let (y, hy) = o.alloc(&[1024], DataType::U8 as u32).unwrap(); // ring 1
+    assert_eq!(a as u64 + 1024, y as u64, "ring 1 starts where ring 0 ends");
+    let mut ty = tensor(y as u64, 0, DataType::U8, &[1024], &[]);
+    let writer = submit(&mut o, &c, &mut ty, Tag::Inout, 1);
+    let mut span = tensor(a as u64, 0, DataType::U8, &[2048], &[]);
+    submit(&mut o, &c, &mut span, Tag::Input, 2);
+    o.scope_end().unwrap();
+    wait_for("the reader to start", Duration::from_secs(10), || {
+        STARTED.load(Ordering::SeqCst)
+    })
+    .unwrap();
+    wait_for("the writer to complete", Duration::from_secs(10), || {
+        e.slots.get(writer).core.state() == COMPLETED
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let held = e.slots.get(hy.slot).core.state();
+    GO.store(true, Ordering::SeqCst);
+    o.close_run_submission(run).unwrap();
+    drop(o);
+    assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
+    assert_eq!(
+        state_name(held),
+        "COMPLETED",
+        "the second slab's owner was reclaimed while a reader of its bytes still ran"
+    );
 }

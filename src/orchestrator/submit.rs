@@ -464,9 +464,7 @@ fn hold_slab_owner(
     fp: &Footprint,
     found: &mut impl FnMut(SlotId),
 ) {
-    if let Some(owner) = heap.owner_of(fp.lo, run) {
-        found(owner);
-    }
+    heap.owners_in(fp.lo, fp.hi, run, found);
 }
 
 fn tag_of(t: &crate::task::Tensor) -> Tag {

@@ -50,6 +50,25 @@ unsafe impl Send for HeapRing {}
 // SAFETY: as above.
 unsafe impl Sync for HeapRing {}
 
+impl RingState {
+    /// The unreleased reservations of `run` among those holding live positions `[a, b)`.
+    fn owners_at(&self, a: u64, b: u64, run: u64, found: &mut impl FnMut(u64)) {
+        let b = b.min(self.top);
+        if a >= b {
+            return;
+        }
+        let first = self.fifo.partition_point(|r| r.end <= a);
+        for r in self.fifo.range(first..) {
+            if !r.released && r.run == run {
+                found(r.owner);
+            }
+            if r.end >= b {
+                break;
+            }
+        }
+    }
+}
+
 impl HeapRing {
     fn lock(&self) -> std::sync::MutexGuard<'_, RingState> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
@@ -58,7 +77,7 @@ impl HeapRing {
     /// Reserve `bytes` (already aligned), waiting for reclamation while it progresses: fails
     /// once a wait sees the tail not move for `timeout` (the seed: "if timeout_ms elapses with
     /// no progress"). `owner`: the slot the slab belongs to and its run
-    /// (`HeapRings::owner_of`).
+    /// (`HeapRings::owners_in`).
     /// Not inlined: most submits need no slab, and its waits would weigh on the slot claim.
     #[inline(never)]
     pub fn alloc(
@@ -214,41 +233,43 @@ impl HeapRings {
         Ok(HeapRings { rings, map, len })
     }
 
-    /// Whether byte `addr` lies in the rings' mapping (one comparison).
+    /// The slots of run `run` whose live slabs hold bytes of `[lo, hi)`, each passed to
+    /// `found`: a task that reads bytes of a runtime-owned buffer holds their slabs' owners,
+    /// so the buffer outlives the task even when a later writer, not the slab's owner, is the
+    /// producer the TensorMap finds. A range may run on into the next slab (physically after
+    /// it: an older one once the ring has wrapped, or the first of the next ring), which its
+    /// first slab does not keep. Inlined to the two comparisons that rule out a range outside
+    /// the rings (every tensor of W1-W4); the search takes each ring's lock. A strided view's
+    /// range may include slabs it skips: holding those too only delays their reclaim.
     #[inline]
-    fn holds(&self, addr: u64) -> bool {
-        addr.wrapping_sub(self.map as u64) < self.len as u64
-    }
-
-    /// The slot of run `run` whose live slab holds byte `addr`, if any: a task that reads
-    /// bytes of a runtime-owned buffer holds that slot, so the buffer outlives the task even
-    /// when a later writer, not the slab's owner, is the producer the TensorMap finds. Inlined
-    /// to the one comparison that rules out an address outside the rings (every tensor of
-    /// W1-W4); the search takes the ring's lock.
-    #[inline]
-    pub fn owner_of(&self, addr: u64, run: u64) -> Option<u64> {
-        if !self.holds(addr) {
-            return None;
+    pub fn owners_in(&self, lo: u64, hi: u64, run: u64, found: &mut impl FnMut(u64)) {
+        let base = self.map as u64;
+        if hi <= base || lo >= base + self.len as u64 || lo >= hi {
+            return;
         }
-        self.owner_in_rings(addr, run)
+        self.owners_in_rings(lo.max(base) - base, hi - base, run, found);
     }
 
+    /// `owners_in` over offsets `[lo, hi)` into the mapping (`hi` may lie past its end).
     #[inline(never)]
-    fn owner_in_rings(&self, addr: u64, run: u64) -> Option<u64> {
-        let off = addr - self.map as u64;
-        let r = &self.rings[(off / self.rings[0].size) as usize];
-        let phys = off % r.size;
-        let st = r.lock();
-        // The live position with that physical offset, if one is live.
-        let pos = st.tail + (phys + r.size - st.tail % r.size) % r.size;
-        if pos >= st.top {
-            return None;
+    fn owners_in_rings(&self, lo: u64, hi: u64, run: u64, found: &mut impl FnMut(u64)) {
+        let size = self.rings[0].size;
+        let hi = hi.min(self.len as u64);
+        for k in (lo / size)..hi.div_ceil(size) {
+            let ring_lo = k * size;
+            let (p_lo, p_hi) = (lo.max(ring_lo) - ring_lo, hi.min(ring_lo + size) - ring_lo);
+            let st = self.rings[k as usize].lock();
+            // Physical offsets map onto live positions in one piece, except across the
+            // offset the tail is at, where positions wrap to the ring's start.
+            let t = st.tail % size;
+            let pos = |p: u64| st.tail + (p + size - t) % size;
+            if p_lo < t && t < p_hi {
+                st.owners_at(pos(p_lo), st.tail + size, run, found);
+                st.owners_at(st.tail, pos(t) + (p_hi - t), run, found);
+            } else {
+                st.owners_at(pos(p_lo), pos(p_lo) + (p_hi - p_lo), run, found);
+            }
         }
-        let i = st.fifo.partition_point(|r| r.end <= pos);
-        st.fifo
-            .get(i)
-            .filter(|r| !r.released && r.run == run)
-            .map(|r| r.owner)
     }
 
     /// Ring for a 0-based scope depth, clamped to the last ring.
@@ -315,32 +336,64 @@ mod tests {
         });
     }
 
-    /// `owner_of` finds the live slab holding an address, after the ring has wrapped too;
+    /// The owners `owners_in` reports for `[lo, hi)` of run `run`.
+    fn owners(rings: &HeapRings, lo: u64, hi: u64, run: u64) -> Vec<u64> {
+        let mut v = Vec::new();
+        rings.owners_in(lo, hi, run, &mut |o| v.push(o));
+        v
+    }
+
+    /// `owners_in` finds the live slab holding an address, after the ring has wrapped too;
     /// released slabs, other runs and addresses outside the rings have none.
     #[test]
-    fn owner_of_finds_the_live_slab() {
+    fn owners_in_finds_the_live_slab() {
         let rings = HeapRings::new(4 * 1024).unwrap();
         let r = &rings.rings[1];
         let k = 1024;
         let at = |p: *mut u8| p as u64;
+        let owner_of = |a: u64, run| owners(&rings, a, a + 1, run);
         let (a, sa) = r.alloc(2 * k, ms(0), (10, 1)).unwrap();
         let (b, sb) = r.alloc(k, ms(0), (11, 1)).unwrap();
-        assert_eq!(rings.owner_of(at(a), 1), Some(10));
-        assert_eq!(rings.owner_of(at(a) + 2 * k - 1, 1), Some(10));
-        assert_eq!(rings.owner_of(at(b) + 5, 1), Some(11));
-        assert_eq!(rings.owner_of(at(b) + 5, 2), None, "another run's slab");
-        assert_eq!(rings.owner_of(at(b) + k, 1), None, "past the top");
-        assert_eq!(rings.owner_of(at(a) - 1, 1), None, "ring 0");
-        assert_eq!(rings.owner_of(8, 1), None, "outside the rings");
+        assert_eq!(owner_of(at(a), 1), [10]);
+        assert_eq!(owner_of(at(a) + 2 * k - 1, 1), [10]);
+        assert_eq!(owner_of(at(b) + 5, 1), [11]);
+        assert_eq!(owner_of(at(b) + 5, 2), [], "another run's slab");
+        assert_eq!(owner_of(at(b) + k, 1), [], "past the top");
+        assert_eq!(owner_of(at(a) - 1, 1), [], "ring 0");
+        assert_eq!(owner_of(8, 1), [], "outside the rings");
+        assert_eq!(
+            owners(&rings, at(a) + k, at(b) + 1, 1),
+            [10, 11],
+            "two slabs"
+        );
         r.release(sa);
-        assert_eq!(rings.owner_of(at(a), 1), None, "reclaimed");
+        assert_eq!(owner_of(at(a), 1), [], "reclaimed");
         // Wraps: 2 KiB from position 3 KiB lands at the ring's start, where a was.
         let (c, _) = r.alloc(2 * k, ms(0), (12, 1)).unwrap();
         assert_eq!(c, a);
-        assert_eq!(rings.owner_of(at(c) + k, 1), Some(12));
-        assert_eq!(rings.owner_of(at(b), 1), Some(11));
+        assert_eq!(owner_of(at(c) + k, 1), [12]);
+        assert_eq!(owner_of(at(b), 1), [11]);
+        // From the newer slab at the ring's start into the older one after it.
+        assert_eq!(
+            owners(&rings, at(c) + k, at(b) + 1, 1),
+            [12, 11],
+            "across the wrap"
+        );
         r.release(sb);
-        assert_eq!(rings.owner_of(at(b), 1), None);
-        assert_eq!(rings.owner_of(at(c), 1), Some(12));
+        assert_eq!(owner_of(at(b), 1), []);
+        assert_eq!(owner_of(at(c), 1), [12]);
+    }
+
+    /// A range from the last slab of one ring into the first of the next holds both.
+    #[test]
+    fn owners_in_crosses_rings() {
+        let rings = HeapRings::new(4 * 1024).unwrap();
+        let k = 1024;
+        let (r0, r1) = (&rings.rings[0], &rings.rings[1]);
+        let (x, _) = r0.alloc(4 * k, ms(0), (20, 1)).unwrap();
+        let (y, _) = r1.alloc(k, ms(0), (21, 1)).unwrap();
+        assert_eq!(x as u64 + 4 * k, y as u64);
+        assert_eq!(owners(&rings, x as u64 + 3 * k, y as u64 + 8, 1), [20, 21]);
+        assert_eq!(owners(&rings, x as u64 + 3 * k, y as u64 + 8, 2), []);
     }
 }
