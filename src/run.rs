@@ -345,12 +345,13 @@ impl RunRegistry {
         if !runs.get(&id).is_some_and(|r| r.done()) {
             return false;
         }
-        runs.remove(&id);
-        drop(runs);
+        // Out of the process-wide set under the run map's lock: a lookup that misses the map
+        // must not then find the id live elsewhere and call this worker's run another's.
         live_anywhere()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
+        runs.remove(&id);
         true
     }
     pub fn len(&self) -> usize {

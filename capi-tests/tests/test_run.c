@@ -19,7 +19,9 @@
  *    still running, nothing is torn down and a later close succeeds;
  *  - ready queues are partitioned by run (Scheduler seed §1): with two runs live on one
  *    worker, a lane's FIFO pops the partition of the run holding its head first, so a task of
- *    the earlier run made READY after a task of the later run still runs before it.
+ *    the earlier run made READY after a task of the later run still runs before it;
+ *  - a run being released, asked about from other threads, is STALE_HANDLE or answered, never
+ *    FOREIGN_HANDLE; of two releases of one run at once, one is OK and the other STALE.
  */
 #include "harness.h"
 
@@ -942,6 +944,92 @@ static void test_ready_queue_partitioned_by_run(void)
             ready_queue_partitioned_by_run(sub, warm);
 }
 
+/* A run being released, asked about from other threads: STALE_HANDLE or its answer, never
+ * FOREIGN_HANDLE ("belongs to another worker": the id left the worker's map before the
+ * process-wide set of live ids). And of two releases of one run, one succeeds and the other
+ * is STALE_HANDLE. */
+static dagrt_worker_t *rel_w;
+static atomic_ullong rel_run;
+static atomic_int rel_stop, rel_foreign, rel_other;
+static atomic_long rel_queries;
+
+static void *query_released(void *arg)
+{
+    int mode = (int)(intptr_t)arg;
+    while (!atomic_load(&rel_stop)) {
+        dagrt_run_id r = atomic_load(&rel_run);
+        dagrt_run_stats_t rs;
+        uint32_t done = 0;
+        dagrt_status st;
+        if (r == 0)
+            continue;
+        st = mode == 0 ? dagrt_run_done(rel_w, r, &done) : dagrt_run_stats(rel_w, r, &rs);
+        atomic_fetch_add(&rel_queries, 1);
+        if (st == DAGRT_STATUS_FOREIGN_HANDLE) {
+            if (atomic_fetch_add(&rel_foreign, 1) == 0)
+                fprintf(stderr, "run %" PRIu64 ": %s\n", r, dagrt_last_error());
+        } else if (st != DAGRT_STATUS_OK && st != DAGRT_STATUS_STALE_HANDLE) {
+            atomic_fetch_add(&rel_other, 1);
+        }
+    }
+    return NULL;
+}
+
+static atomic_int rel_ok, rel_stale;
+
+static void *release_too(void *arg)
+{
+    dagrt_status st = dagrt_release_run(rel_w, (dagrt_run_id)(uintptr_t)arg);
+    atomic_fetch_add(st == DAGRT_STATUS_OK ? &rel_ok : &rel_stale, 1);
+    return NULL;
+}
+
+static int32_t empty_graph(dagrt_orch_t *o, void *ctx)
+{
+    (void)o;
+    (void)ctx;
+    return 0;
+}
+
+static void test_released_run_is_never_foreign(void)
+{
+    pthread_t q[2];
+    dagrt_worker_t *w = h_worker(NULL, 0, 1);
+    REQUIRE(w != NULL);
+    rel_w = w;
+    for (int i = 0; i < 2; i++)
+        REQUIRE(pthread_create(&q[i], NULL, query_released, (void *)(intptr_t)i) == 0);
+    for (uint64_t i = 0, end = h_now_ms() + 1000; i < 20000 && h_now_ms() < end; i++) {
+        dagrt_run_id r;
+        if (!EXPECT_OK(dagrt_worker_submit(w, empty_graph, NULL, &r)))
+            break;
+        atomic_store(&rel_run, r);
+        EXPECT_OK(dagrt_wait_run(w, r));
+        EXPECT_OK(dagrt_release_run(w, r));
+    }
+    atomic_store(&rel_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(q[i], NULL);
+    CHECKF(atomic_load(&rel_foreign) == 0,
+           "%d of %ld queries called this worker's run, being released, another worker's",
+           atomic_load(&rel_foreign), atomic_load(&rel_queries));
+    CHECK(atomic_load(&rel_other) == 0);
+    /* two releases at once: one OK, one STALE */
+    for (int i = 0; i < 200; i++) {
+        dagrt_run_id r;
+        pthread_t t[2];
+        REQUIRE_OK(dagrt_worker_submit(w, empty_graph, NULL, &r));
+        EXPECT_OK(dagrt_wait_run(w, r));
+        for (int k = 0; k < 2; k++)
+            REQUIRE(pthread_create(&t[k], NULL, release_too, (void *)(uintptr_t)r) == 0);
+        for (int k = 0; k < 2; k++)
+            pthread_join(t[k], NULL);
+    }
+    CHECK_EQ_U64((uint64_t)atomic_load(&rel_ok), 200);
+    CHECK_EQ_U64((uint64_t)atomic_load(&rel_stale), 200);
+    h_close_worker(w);
+}
+
 int main(void)
 {
     h_begin("run", 90);
@@ -957,5 +1045,6 @@ int main(void)
     RUN_TEST(test_worker_close);
     RUN_TEST(test_worker_close_for);
     RUN_TEST(test_ready_queue_partitioned_by_run);
+    RUN_TEST(test_released_run_is_never_foreign);
     return h_done();
 }

@@ -197,7 +197,12 @@ pub extern "C" fn dagrt_release_run(
                 format!("run {run} has not finished; wait for it before releasing it"),
             );
         }
-        e.runs.remove_done(run);
+        if !e.runs.remove_done(run) {
+            return err(
+                Status::StaleHandle,
+                format!("run {run} was released by another call"),
+            );
+        }
         Ok(())
     })
 }
