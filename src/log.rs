@@ -169,10 +169,29 @@ pub fn emit(level: LogLevel, msg: &str) {
             }
         }
         None => {
+            drop(h);
             if level <= env_level() {
                 let name = ["error", "warn", "info", "debug"][level as usize];
-                eprintln!("dagrt [{name}] {msg}");
+                write_stderr(format!("dagrt [{name}] {msg}\n").as_bytes());
             }
+        }
+    }
+}
+
+/// The whole line to fd 2 with `write(2)`, not through std's stderr, whose lock a thread
+/// of the parent may hold at a fork: the child would inherit it held and block on its first
+/// message. One `write` per line keeps lines whole between threads.
+fn write_stderr(mut line: &[u8]) {
+    while !line.is_empty() {
+        // SAFETY: `line` is a live byte slice of the given length.
+        let n = unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+        if n > 0 {
+            line = &line[n as usize..];
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            return; // stderr closed or full beyond repair: the message is dropped
         }
     }
 }

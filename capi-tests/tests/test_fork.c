@@ -23,7 +23,9 @@
  *    own worker may get the freed handle's address); children forked while another thread
  *    registers callables, swaps the log
  *    hook and runs graphs do the same, never finding a dagrt lock held; a fork while the
- *    log hook runs (which itself forks, or registers a callable) deadlocks nobody.
+ *    log hook runs (which itself forks, or registers a callable) deadlocks nobody; a child
+ *    forked while a parent thread is blocked in dagrt's default stderr logging (fd 2 a full
+ *    pipe) logs to its own stderr without waiting for that thread.
  * The children of the earlier cases touch only memory and leave with _exit (no dagrt call,
  * no stdio); those of the last two call dagrt, which the fork handlers make safe. Each exit
  * status says what the child found. This file's cases must run in this order: the environment case needs
@@ -31,6 +33,7 @@
  */
 #include "harness.h"
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -727,6 +730,81 @@ static void test_fork_while_the_hook_runs(void)
     }
 }
 
+/* A parent thread blocked inside dagrt's default stderr logging (no hook; fd 2 a full pipe
+ * nobody reads) while another thread forks: the child's own first message to stderr does not
+ * wait for the parent's writer (a lock around stderr inherited held would hang it). */
+static atomic_int stderr_writer_done;
+
+static void *stderr_writer(void *arg)
+{
+    dagrt_worker_t *w = NULL;
+    (void)arg;
+    /* init logs the DAGRT_TRACE failure to stderr and blocks in the write */
+    if (dagrt_worker_new(NULL, &w) == 0 && dagrt_worker_add_sub_lanes(w, 1) == 0)
+        (void)dagrt_worker_init(w);
+    dagrt_worker_free(w);
+    atomic_store(&stderr_writer_done, 1);
+    return NULL;
+}
+
+static void test_fork_while_another_thread_writes_stderr(void)
+{
+    int p[2], saved, child = -3;
+    char buf[4096];
+    pthread_t th;
+    pid_t pid;
+    if (!can_fork_here())
+        return;
+    if (no_threads_in_children) {
+        printf("skip %s: the child needs a worker of its own\n", h_current_test);
+        return;
+    }
+    REQUIRE(pipe(p) == 0);
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    memset(buf, 'x', sizeof buf);
+    while (write(p[1], buf, sizeof buf) > 0) {
+    }
+    fcntl(p[1], F_SETFL, 0);
+    fflush(stderr);
+    saved = dup(2);
+    REQUIRE(saved >= 0);
+    dup2(p[1], 2);
+    setenv("DAGRT_TRACE", "/nonexistent-dagrt-dir/t.json", 1); /* every init logs an error */
+    atomic_store(&stderr_writer_done, 0);
+    if (pthread_create(&th, NULL, stderr_writer, NULL) != 0) {
+        dup2(saved, 2);
+        REQUIRE(0);
+    }
+    h_sleep_us(300000);
+    pid = fork();
+    if (pid == 0) {
+        dagrt_worker_t *w = NULL;
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        if (dagrt_worker_new(NULL, &w) != 0 || dagrt_worker_add_sub_lanes(w, 1) != 0)
+            _exit(3);
+        (void)dagrt_worker_init(w); /* logs the DAGRT_TRACE failure to stderr */
+        dagrt_worker_free(w);
+        _exit(CHILD_OK);
+    }
+    if (pid > 0)
+        child = wait_child(pid, 5000);
+    /* let the parent's writer finish: stderr back, the pipe drained */
+    dup2(saved, 2);
+    close(saved);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    while (!atomic_load(&stderr_writer_done)) {
+        while (read(p[0], buf, sizeof buf) > 0) {
+        }
+        h_sleep_us(1000);
+    }
+    pthread_join(th, NULL);
+    unsetenv("DAGRT_TRACE");
+    close(p[0]);
+    close(p[1]);
+    CHECKF(child == CHILD_OK, "the child gave %d (-1: it hung on its stderr message)", child);
+}
+
 int main(void)
 {
     h_begin("fork", 120);
@@ -739,5 +817,6 @@ int main(void)
     RUN_TEST(test_fork_in_an_orchestration_callback);
     RUN_TEST(test_children_of_a_busy_process);
     RUN_TEST(test_fork_while_the_hook_runs);
+    RUN_TEST(test_fork_while_another_thread_writes_stderr);
     return h_done();
 }
