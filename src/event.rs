@@ -392,3 +392,50 @@ impl Event {
 pub fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
     timeout.and_then(|t| Instant::now().checked_add(t))
 }
+
+/// The real futex (loom emulates it, so `tests/loom_event.rs` does not reach these calls):
+/// one notify wakes every parked waiter.
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn one_notify_wakes_every_parked_waiter() {
+        let ev = Arc::new(Event::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let (ev, flag) = (ev.clone(), flag.clone());
+                std::thread::spawn(move || {
+                    let t0 = Instant::now();
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    let met = ev.wait_until(|| flag.load(Ordering::SeqCst), Some(deadline));
+                    (met, t0.elapsed())
+                })
+            })
+            .collect();
+        // Every waiter is parked: past the spin budget, and counted.
+        let parked = Instant::now() + Duration::from_secs(10);
+        while ev.sleepers.load(Ordering::SeqCst) < 4 && Instant::now() < parked {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            ev.sleepers.load(Ordering::SeqCst),
+            4,
+            "the waiters did not park"
+        );
+        std::thread::sleep(Duration::from_millis(50)); // counted, then into the futex wait
+        flag.store(true, Ordering::SeqCst);
+        ev.notify();
+        for w in waiters {
+            let (met, took) = w.join().unwrap();
+            assert!(met, "a waiter timed out");
+            assert!(
+                took < Duration::from_secs(5),
+                "a parked waiter slept through the notify ({took:?})"
+            );
+        }
+    }
+}

@@ -32,7 +32,10 @@
 //! after its check: all six; `notify` waking before it advances the generation: (b), (c),
 //! (c''), (c'); a wake that reaches one sleeper only: (a'); the lane not notifying when the
 //! role is taken: (c''), (c'); a scheduler predicate without `completions_pending`: (c),
-//! (c''), (c'); either fence removed: every model that depends on it.
+//! (c''), (c'); either fence removed: every model that depends on it. ("A wake that reaches
+//! one sleeper only" means the emulated futex's: the real `FUTEX_WAKE` call is not compiled
+//! under loom, and `event.rs`'s unit test `one_notify_wakes_every_parked_waiter` pins its
+//! wake count.)
 #![cfg(loom)]
 
 mod loom_model;

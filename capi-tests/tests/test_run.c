@@ -21,7 +21,9 @@
  *    worker, a lane's FIFO pops the partition of the run holding its head first, so a task of
  *    the earlier run made READY after a task of the later run still runs before it;
  *  - a run being released, asked about from other threads, is STALE_HANDLE or answered, never
- *    FOREIGN_HANDLE; of two releases of one run at once, one is OK and the other STALE.
+ *    FOREIGN_HANDLE; of two releases of one run at once, one is OK and the other STALE;
+ *  - six threads parked waiting on two runs of one worker are all woken when the runs end;
+ *  - another worker's run is FOREIGN_HANDLE for every run call, STALE once released there.
  */
 #include "harness.h"
 
@@ -1030,6 +1032,105 @@ static void test_released_run_is_never_foreign(void)
     h_close_worker(w);
 }
 
+/* Several threads waiting (bounded and unbounded) on one run, and on another run of the same
+ * worker, while each run's one task is held: when the tasks end, every waiter returns at once.
+ * (That one wake reaches every parked waiter is pinned by event.rs's unit test: here other
+ * notifications of the run's end may wake a waiter one missed.) */
+struct run_waiter {
+    dagrt_worker_t *w;
+    dagrt_run_id run;
+    int bounded;
+    dagrt_status st;
+    uint32_t done;
+    uint64_t end_ms;
+};
+
+static void *wait_one_run(void *arg)
+{
+    struct run_waiter *x = arg;
+    x->st = x->bounded ? dagrt_wait_run_for(x->w, x->run, 20000, &x->done)
+                       : dagrt_wait_run(x->w, x->run);
+    if (!x->bounded && x->st == DAGRT_STATUS_OK)
+        x->done = 1;
+    x->end_ms = h_now_ms();
+    return NULL;
+}
+
+static void test_every_waiter_is_woken(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id runs[2];
+    struct run_waiter x[6];
+    pthread_t th[6];
+    uint64_t opened;
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
+    for (int r = 0; r < 2; r++) {
+        h_step s = h_step_id(400 + (uint64_t)r);
+        s.wait_gate = 10 + r;
+        REQUIRE_OK(dagrt_begin_run(o, &runs[r]));
+        SUBMIT_STEP(o, &s, r, NULL, 0, NULL, 0, NULL);
+        REQUIRE_OK(dagrt_close_run_submission(o, runs[r]));
+    }
+    for (int i = 0; i < 6; i++) {
+        x[i] = (struct run_waiter){w, runs[i % 2], i < 4, DAGRT_STATUS_SYSTEM, 0, 0};
+        REQUIRE(pthread_create(&th[i], NULL, wait_one_run, &x[i]) == 0);
+    }
+    h_sleep_us(200000); /* past the spin budget: every waiter is parked */
+    opened = h_now_ms();
+    h_gate_open(10);
+    h_gate_open(11);
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 6; i++) {
+        CHECKF(x[i].st == DAGRT_STATUS_OK && x[i].done == 1, "waiter %d: %s, done %u", i,
+               dagrt_status_str(x[i].st), x[i].done);
+        /* A waiter the wake missed sleeps out its 20 s (or for good: the watchdog). */
+        CHECKF(x[i].end_ms - opened < 5000, "waiter %d returned %" PRIu64 " ms after the gate "
+               "opened", i, x[i].end_ms - opened);
+    }
+    for (int r = 0; r < 2; r++)
+        EXPECT_OK(dagrt_release_run(w, runs[r]));
+    h_close_worker(w);
+}
+
+/* Another worker's live run, asked of this worker: FOREIGN_HANDLE from every run call;
+ * once released there, STALE_HANDLE. */
+static void test_another_workers_run(void)
+{
+    dagrt_worker_t *a, *b;
+    dagrt_orch_t *oa, *ob;
+    dagrt_run_id run;
+    dagrt_run_stats_t rs;
+    uint32_t done = 7;
+    h_step s = h_step_id(500);
+    REQUIRE(h_open_worker(&a, &oa, NULL, 1, 0));
+    if (!h_open_worker(&b, &ob, NULL, 1, 0)) {
+        h_close_worker(a);
+        return;
+    }
+    s.wait_gate = 20;
+    REQUIRE_OK(dagrt_begin_run(ob, &run));
+    SUBMIT_STEP(ob, &s, 0, NULL, 0, NULL, 0, NULL);
+    REQUIRE_OK(dagrt_close_run_submission(ob, run));
+    for (int released = 0; released < 2; released++) {
+        dagrt_status want = released ? DAGRT_STATUS_STALE_HANDLE : DAGRT_STATUS_FOREIGN_HANDLE;
+        EXPECT_STATUS(dagrt_wait_run(a, run), want);
+        EXPECT_STATUS(dagrt_wait_run_for(a, run, 0, &done), want);
+        EXPECT_STATUS(dagrt_run_done(a, run, &done), want);
+        EXPECT_STATUS(dagrt_run_stats(a, run, &rs), want);
+        EXPECT_STATUS(dagrt_release_run(a, run), want);
+        CHECK_EQ_U64(done, 7);
+        if (!released) {
+            h_gate_open(20);
+            EXPECT_OK(dagrt_wait_run(b, run));
+            EXPECT_OK(dagrt_release_run(b, run));
+        }
+    }
+    h_close_worker(a);
+    h_close_worker(b);
+}
+
 int main(void)
 {
     h_begin("run", 90);
@@ -1046,5 +1147,7 @@ int main(void)
     RUN_TEST(test_worker_close_for);
     RUN_TEST(test_ready_queue_partitioned_by_run);
     RUN_TEST(test_released_run_is_never_foreign);
+    RUN_TEST(test_every_waiter_is_woken);
+    RUN_TEST(test_another_workers_run);
     return h_done();
 }

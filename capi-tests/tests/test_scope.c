@@ -8,7 +8,8 @@
  *  - scope_end is non-blocking: it returns while tasks of that scope are still running;
  *  - leaf tasks of an ended scope are reclaimed while the run is still open (slot, TensorMap
  *    entry, heap slab), even while a long outer-scope task holds ring 0; outer-scope leaves
- *    stay referenced until submission closes;
+ *    stay referenced until submission closes; the TensorMap entries of host buffers written
+ *    in an ended scope are erased as its tasks are consumed, while the run is open;
  *  - dagrt_worker_submit ends the nested scopes a callback leaves open.
  */
 #include "harness.h"
@@ -190,6 +191,45 @@ static void test_leaves_of_ended_scope_reclaimed(void)
     h_close_worker(w);
 }
 
+/* The same for tasks that write the host's own buffers: their TensorMap entries are erased
+ * as they are consumed, while the run is still open (not only when the run's map is dropped
+ * at its end). */
+static double host_bufs[10][16];
+
+static void test_ended_scope_erases_its_tensormap_entries(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    static double outer[16];
+    dagrt_tensor to = h_tensor(outer, 16, DAGRT_DTYPE_F64, DAGRT_TAG_OUTPUT);
+    h_step longer = h_step_id(300);
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
+    longer.wait_gate = 1;
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &longer, 0, &to, 1, NULL, 0, NULL);
+    for (int round = 0; round < 3; round++) {
+        REQUIRE_OK(dagrt_scope_begin(o));
+        for (int i = 0; i < 10; i++) {
+            dagrt_tensor t = h_tensor(host_bufs[i], 16, DAGRT_DTYPE_F64,
+                                      i % 2 ? DAGRT_TAG_INOUT : DAGRT_TAG_OUTPUT);
+            h_step s = h_step_id(200 + (uint64_t)(round * 10 + i));
+            SUBMIT_STEP(o, &s, 1, &t, 1, NULL, 0, NULL);
+        }
+        CHECK(h_stats(w).tensormap_entries >= 11);
+        REQUIRE_OK(dagrt_scope_end(o));
+        CHECKF(H_POLL(h_stats(w).live_slots == 1 && h_stats(w).tensormap_entries == 1, 5000),
+               "round %d: the ended scope's writers left %" PRIu64 " TensorMap entries "
+               "(live_slots %" PRId64 ")",
+               round, h_stats(w).tensormap_entries, h_stats(w).live_slots);
+    }
+    h_gate_open(1);
+    EXPECT_OK(h_finish_run(w, o, run));
+    for (int i = 0; i < 30; i++)
+        CHECK_RAN_ONCE(200 + i);
+    h_close_worker(w);
+}
+
 static int32_t orch_leaves_scopes_open(dagrt_orch_t *o, void *ctx)
 {
     (void)ctx;
@@ -228,6 +268,7 @@ int main(void)
     RUN_TEST(test_close_with_open_scope);
     RUN_TEST(test_scope_end_non_blocking);
     RUN_TEST(test_leaves_of_ended_scope_reclaimed);
+    RUN_TEST(test_ended_scope_erases_its_tensormap_entries);
     RUN_TEST(test_worker_submit_ends_open_scopes);
     return h_done();
 }
