@@ -231,7 +231,7 @@ static void test_group_rejections_leave_no_trace(void)
     EXPECT_ERROR(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 2, NULL, unknown, &h),
                  DAGRT_STATUS_UNKNOWN_WORKER, "42");
     EXPECT_ERROR(dagrt_submit_next_level_group(o, h_step_callable(), g.a, 0, NULL, fine, &h),
-                 DAGRT_STATUS_INVALID_ARGUMENT, NULL);
+                 DAGRT_STATUS_INVALID_ARGUMENT, "count");
     {
         /* members whose tensors arrays overlap, with an auto-allocated OUTPUT in them: one
          * address written back would hide the other member's buffer */
@@ -310,8 +310,8 @@ static void test_sub_lanes(void)
         dagrt_task_handle bad = {5, 5};
         EXPECT_ERROR(dagrt_submit_sub_group(o, h_step_callable(), g.a, 4, &bad),
                      DAGRT_STATUS_INVALID_ARGUMENT, "SUB");
-        EXPECT_STATUS(dagrt_submit_sub_group(o, h_step_callable(), g.a, 0, &bad),
-                      DAGRT_STATUS_INVALID_ARGUMENT);
+        EXPECT_ERROR(dagrt_submit_sub_group(o, h_step_callable(), g.a, 0, &bad),
+                     DAGRT_STATUS_INVALID_ARGUMENT, "count");
         CHECK_EQ_U64(bad.slot, 5);
     }
     /* a group of exactly the SUB lane count is fine */

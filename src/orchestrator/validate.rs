@@ -55,7 +55,10 @@ impl Orchestrator {
         }
         self.last_callable = Some(entry);
         if members.is_empty() {
-            return err(Status::InvalidArgument, "a group needs at least one member");
+            return err(
+                Status::InvalidArgument,
+                "count is 0: a group needs at least one member",
+            );
         }
         let targets = &mut self.targets;
         targets.clear();
