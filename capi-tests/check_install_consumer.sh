@@ -4,7 +4,10 @@
 #   1. CMake: find_package(dagrt 0.1 REQUIRED) with -DCMAKE_PREFIX_PATH=<prefix>; both the shared
 #      (dagrt::dagrt) and the static (dagrt::dagrt_static) consumer;
 #   2. pkg-config: cc main.c $(pkg-config --cflags --libs dagrt), rpath to <prefix>/lib;
-#   3. pkg-config static: -Wl,-Bstatic -ldagrt + `pkg-config --static --libs` (Libs.private).
+#   3. pkg-config static: -Wl,-Bstatic -ldagrt + `pkg-config --static --libs` (Libs.private);
+#   4. the prefix moved elsewhere: pkg-config and CMake consumers still build and run;
+#   5. find_package with a required component (dagrt has none) is not found, with a message;
+#   6. install.sh refuses libraries whose embedded version is not the checkout's (stale).
 # Every step must succeed, each binary must load libdagrt from <prefix> (or not at all when
 # static), and each must exit 0.
 #
@@ -108,6 +111,46 @@ echo "Libs.private: $static_libs"
     -o "$work/consumer_pc_static"
 expect_static "$work/consumer_pc_static"
 "$work/consumer_pc_static"
+
+# A moved prefix: the CMake package and dagrt.pc both find their files from where they are.
+moved="$work/moved"
+rm -rf "$moved"
+mv "$prefix" "$moved"
+step "moved prefix: pkg-config and CMake from $moved"
+export PKG_CONFIG_PATH="$moved/lib/pkgconfig"
+# shellcheck disable=SC2086
+"$cc" -std=c11 -Wall -Wextra -Werror "$here/consumer/main.c" $(pkg-config --cflags --libs dagrt) \
+    -Wl,-rpath,"$moved/lib" -o "$work/consumer_moved"
+"$work/consumer_moved"
+"$cmake" -S "$here/consumer" -B "$work/build_moved" -DCMAKE_PREFIX_PATH="$moved" -DCMAKE_C_COMPILER="$cc" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+"$cmake" --build "$work/build_moved" >/dev/null
+"$work/build_moved/dagrt_consumer"
+mv "$moved" "$prefix"
+
+step "find_package(dagrt REQUIRED COMPONENTS nope): not found"
+mkdir -p "$work/components"
+printf '%s\n' 'cmake_minimum_required(VERSION 3.16)' 'project(c LANGUAGES C)' \
+    'find_package(dagrt REQUIRED COMPONENTS nope)' > "$work/components/CMakeLists.txt"
+if out="$("$cmake" -S "$work/components" -B "$work/components/build" \
+        -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" 2>&1)"; then
+    die "a required component dagrt does not have was found"
+fi
+grep -q "dagrt has no component 'nope'" <<< "$out" || die "no message naming the component: $out"
+
+step "install.sh refuses a library of another version"
+stale="$work/stale"
+mkdir -p "$stale"
+for f in libdagrt.so libdagrt.a; do
+    # The same bytes but for the embedded version string (same length, so nothing else moves).
+    VERSION="$version" perl -0777 -pe 's/\Q$ENV{VERSION}\E\x00/"9" x length($ENV{VERSION}) . "\x00"/ge' \
+        "$prefix/lib/$( [ $f = libdagrt.so ] && echo "libdagrt.so.$version" || echo $f)" > "$stale/$f"
+done
+if out="$(DAGRT_LIB_DIR="$stale" "$root/scripts/install.sh" --prefix "$work/stale_prefix" 2>&1)"; then
+    die "install.sh installed a library that is not dagrt $version"
+fi
+grep -q "does not hold version $version" <<< "$out" || die "unexpected refusal: $out"
+echo "refused: $(tail -n 1 <<< "$out")"
 
 echo
 echo "install_consumer: ok"

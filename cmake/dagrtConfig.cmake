@@ -2,7 +2,7 @@
 #
 #   cargo build --release
 #   find_package(dagrt 0.1 REQUIRED HINTS <repo>/cmake)      # or -Ddagrt_DIR=<repo>/cmake
-#   target_link_libraries(app PRIVATE dagrt::dagrt)          # shared, SONAME libdagrt.so.<major>
+#   target_link_libraries(app PRIVATE dagrt::dagrt)          # shared, SONAME libdagrt.so.<abi>
 #   target_link_libraries(app PRIVATE dagrt::dagrt_static)   # libdagrt.a + its native libs
 #
 # The libraries are looked up in DAGRT_LIB_DIR (cache variable; its default comes from the
@@ -31,18 +31,25 @@ set(DAGRT_LIB_DIR "${_dagrt_default_lib_dir}" CACHE PATH
     "Directory holding libdagrt.so and libdagrt.a (dagrt build-tree package)")
 get_filename_component(_dagrt_lib_dir "${DAGRT_LIB_DIR}" ABSOLUTE BASE_DIR "${_dagrt_root}")
 
-# Version (and so the SONAME major): find_package set dagrt_VERSION_MAJOR from
+# Version (and so the SONAME): find_package set dagrt_VERSION_MAJOR and _MINOR from
 # dagrtConfigVersion.cmake, which reads Cargo.toml. Fall back to reading it when this file is
 # include()d directly.
 if(NOT DEFINED dagrt_VERSION_MAJOR OR dagrt_VERSION_MAJOR STREQUAL "")
   include("${CMAKE_CURRENT_LIST_DIR}/dagrtConfigVersion.cmake")
   set(dagrt_VERSION "${PACKAGE_VERSION}")
   string(REGEX REPLACE "^([0-9]+).*" "\\1" dagrt_VERSION_MAJOR "${PACKAGE_VERSION}")
+  string(REGEX REPLACE "^[0-9]+\\.([0-9]+).*" "\\1" dagrt_VERSION_MINOR "${PACKAGE_VERSION}")
+endif()
+# The ABI version in the SONAME (build.rs): the major from 1.0 on, major.minor below it.
+if(dagrt_VERSION_MAJOR STREQUAL "0")
+  set(_dagrt_abi "0.${dagrt_VERSION_MINOR}")
+else()
+  set(_dagrt_abi "${dagrt_VERSION_MAJOR}")
 endif()
 
 set(_dagrt_include_dir "${_dagrt_root}/include")
 set(_dagrt_shared "${_dagrt_lib_dir}/libdagrt.so")
-set(_dagrt_soname "libdagrt.so.${dagrt_VERSION_MAJOR}")
+set(_dagrt_soname "libdagrt.so.${_dagrt_abi}")
 set(_dagrt_static "${_dagrt_lib_dir}/libdagrt.a")
 
 foreach(_dagrt_f IN ITEMS "${_dagrt_include_dir}/dagrt.h" "${_dagrt_shared}" "${_dagrt_static}")
@@ -55,7 +62,7 @@ foreach(_dagrt_f IN ITEMS "${_dagrt_include_dir}/dagrt.h" "${_dagrt_shared}" "${
   endif()
 endforeach()
 
-# The SONAME link the runtime loader needs: binaries record libdagrt.so.<major> (DT_NEEDED)
+# The SONAME link the runtime loader needs: binaries record libdagrt.so.<abi> (DT_NEEDED)
 # and find it through their build RPATH, which points at DAGRT_LIB_DIR.
 set(_dagrt_soname_link "${_dagrt_lib_dir}/${_dagrt_soname}")
 if(IS_SYMLINK "${_dagrt_soname_link}" AND NOT EXISTS "${_dagrt_soname_link}")
@@ -84,4 +91,9 @@ include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 
 include("${CMAKE_CURRENT_LIST_DIR}/dagrtTargets.cmake")
+if(_dagrt_missing_component)
+  set(dagrt_FOUND FALSE)
+  set(dagrt_NOT_FOUND_MESSAGE "dagrt has no component '${_dagrt_missing_component}'")
+  return()
+endif()
 set(dagrt_FOUND TRUE)

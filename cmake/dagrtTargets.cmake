@@ -2,10 +2,20 @@
 # and by the installed lib/cmake/dagrt/dagrtConfig.cmake, which set these inputs first:
 #   _dagrt_include_dir   directory holding dagrt.h
 #   _dagrt_shared        the shared library file (IMPORTED_LOCATION of dagrt::dagrt)
-#   _dagrt_soname        its SONAME (libdagrt.so.<major>)
+#   _dagrt_soname        its SONAME (libdagrt.so.<abi>: see build.rs)
 #   _dagrt_static        libdagrt.a
 #   _dagrt_native_libs   CMake list of the native libraries a static link needs
 # Threads::Threads must exist (the callers run find_dependency(Threads)).
+# Sets _dagrt_missing_component to a required component the caller asked for: dagrt has
+# none, and CMake's contract is that a config file reports a missing required one not found.
+
+unset(_dagrt_missing_component)
+foreach(_dagrt_c IN LISTS dagrt_FIND_COMPONENTS)
+  if(dagrt_FIND_REQUIRED_${_dagrt_c})
+    set(_dagrt_missing_component "${_dagrt_c}")
+    break()
+  endif()
+endforeach()
 
 if(NOT TARGET dagrt::dagrt)
   add_library(dagrt::dagrt SHARED IMPORTED)

@@ -36,7 +36,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 destdir="${DESTDIR:-}"
 if [ -z "$destdir" ]; then
     mkdir -p "$prefix"
-    prefix="$(cd "$prefix" && pwd)"       # absolute: dagrt.pc records it
+    prefix="$(cd "$prefix" && pwd)"
 else
     case "$prefix" in /*) ;; *) die "with DESTDIR, --prefix must be absolute" ;; esac
 fi
@@ -51,7 +51,10 @@ version="$(awk '
     }' "$root/Cargo.toml")"
 [[ "$version" =~ ^([0-9]+)\.([0-9]+)\.([0-9]+) ]] || die "cannot read [package] version from $root/Cargo.toml (got '$version')"
 major="${BASH_REMATCH[1]}"
-soname="libdagrt.so.${major}"
+# The ABI version (build.rs): the major from 1.0 on, major.minor below it.
+abi="$major"
+[ "$major" = 0 ] && abi="0.${BASH_REMATCH[2]}"
+soname="libdagrt.so.${abi}"
 
 header="$root/include/dagrt.h"
 [ -f "$header" ] || die "$header is missing"
@@ -82,6 +85,12 @@ command -v readelf >/dev/null 2>&1 || die "readelf (binutils) is needed to check
 lib_soname="$(readelf -d "$libsrc/libdagrt.so" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')"
 [ "$lib_soname" = "$soname" ] \
     || die "$libsrc/libdagrt.so has SONAME '$lib_soname', expected '$soname' (see build.rs)"
+# dagrt_version() returns the crate version as a C string: a library from another version (a
+# stale build, a DAGRT_LIB_DIR left over) must not be installed under this one's name.
+for f in libdagrt.so libdagrt.a; do
+    LC_ALL=C grep -aqP "(?<![0-9.])${version//./\\.}\\x00" "$libsrc/$f" \
+        || die "$libsrc/$f does not hold version $version (a stale build?): rebuild it"
+done
 
 case "$(od -An -tx1 -j4 -N1 "$libsrc/libdagrt.so" | tr -d ' \n')" in
     01) sizeof_void_p=4 ;;
@@ -100,7 +109,6 @@ configure() { # <template> <output>
     sed -e "s|@DAGRT_PKG_VERSION@|$(sed_escape "$version")|g" \
         -e "s|@DAGRT_PKG_SONAME@|$(sed_escape "$soname")|g" \
         -e "s|@DAGRT_PKG_LIBDIR@|$(sed_escape "$libdir_name")|g" \
-        -e "s|@DAGRT_PKG_PREFIX@|$(sed_escape "$prefix")|g" \
         -e "s|@DAGRT_PKG_NATIVE_LIBS@|$(sed_escape "$native_libs")|g" \
         -e "s|@DAGRT_PKG_NATIVE_FLAGS@|$(sed_escape "$native_flags")|g" \
         -e "s|@DAGRT_PKG_SIZEOF_VOID_P@|$(sed_escape "$sizeof_void_p")|g" \
