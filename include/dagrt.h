@@ -889,8 +889,8 @@ enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct
  Start recording a timeline trace, written to `path` (Chrome trace-event JSON, opens in
  Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
  one slice per task with its callable name, run id and slot, flow arrows for dependency
- edges, and the scheduler's passes (completions, dispatch, reclaim). The file is created
- now: DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already
+ edges, and the scheduler's passes (completions, dispatch, reclaim). The file is opened
+ now, created if missing: DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already
  being recorded (stop it first). A new trace drops the events of an earlier one, including
  the graph of a run still being built or running: start a trace before building the runs it
  should show (their flow arrows and DOT export come from the recorded graph). Setting the
@@ -899,7 +899,9 @@ enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct
  process, the first one records into that path and the k-th later one into the path with
  `.k` before its extension (`t.json`, `t.1.json`, ...); such a file is written when the
  worker is closed or freed, so a process that exits without freeing its workers leaves it
- empty. The worker must be initialised.
+ empty, or as it was if it existed. The trace replaces the file whole when it stops
+ (written under a temporary name beside it, then renamed; a symlink's target is replaced
+ and the link kept; a pipe or device is written directly). The worker must be initialised.
  Thread-safe, like `dagrt_worker_trace_stop` and `dagrt_worker_write_dot`: tracing calls
  from several threads take turns.
  */

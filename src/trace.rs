@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -101,15 +101,18 @@ impl std::fmt::Display for StartError {
     }
 }
 
-/// Where a recording goes. A regular file is written whole under `tmp` and renamed over
-/// `path` at stop, so it always holds one complete document, also when another process
-/// records into the same path; anything else (a pipe, a device) is written through `file`,
-/// opened on `path`. Both are created at start, so a path that cannot be written, or a
-/// directory that takes no new file, fails then.
+/// Where a recording goes. A regular file is written whole under a temporary name of its
+/// own (unique to the process and the recording) beside the file `path` resolves to, and
+/// renamed over that file at stop, so it always holds one complete document, also when
+/// another recording, of this process or another, goes to the same path, and a symlink stays
+/// a link to the trace. Anything else (a pipe, a device) is written through `file`, opened on
+/// `path`. Both are opened at start (an existing file is not truncated then), so a path that
+/// cannot be written, or a directory that takes no new file, fails then.
 struct Out {
     path: PathBuf,
     file: File,
-    tmp: Option<PathBuf>,
+    /// (the temporary file, the file it replaces at stop) for a regular file.
+    tmp: Option<(PathBuf, PathBuf)>,
 }
 
 pub struct Trace {
@@ -169,7 +172,7 @@ impl Trace {
         lock(&self.graph)
     }
 
-    /// Start recording into `path`, which is created (or truncated) now: a path that cannot
+    /// Start recording into `path`, which is opened (created if missing) now: a path that cannot
     /// be written fails here, not after the run it was to record. The events of an earlier
     /// recording are dropped, so each file holds its own recording only.
     pub fn start(&self, path: PathBuf) -> Result<(), StartError> {
@@ -177,13 +180,22 @@ impl Trace {
         if let Some(o) = out.as_ref() {
             return Err(StartError::Recording(o.path.clone()));
         }
-        let f = File::create(&path).map_err(|x| StartError::Create(path.clone(), x))?;
+        static RECORDING: AtomicU64 = AtomicU64::new(0);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false) // replaced whole at stop; until then it holds what it held
+            .open(&path)
+            .map_err(|x| StartError::Create(path.clone(), x))?;
         let (file, tmp) = if f.metadata().is_ok_and(|m| m.is_file()) {
-            let mut tmp = path.clone().into_os_string();
-            tmp.push(format!(".{}.tmp", std::process::id()));
+            let target =
+                std::fs::canonicalize(&path).map_err(|x| StartError::Create(path.clone(), x))?;
+            let mut tmp = target.clone().into_os_string();
+            let n = RECORDING.fetch_add(1, Ordering::Relaxed);
+            tmp.push(format!(".{}.{n}.tmp", std::process::id()));
             let tmp = PathBuf::from(tmp);
             let t = File::create(&tmp).map_err(|x| StartError::Create(tmp.clone(), x))?;
-            (t, Some(tmp))
+            (t, Some((tmp, target)))
         } else {
             (f, None)
         };
@@ -263,8 +275,8 @@ impl Trace {
         };
         // Synced when it is a regular file: a pipe or device refuses fsync (EINVAL).
         let mut written = self.write_to(file, tmp.is_some());
-        if let Some(tmp) = tmp {
-            written = written.and_then(|()| std::fs::rename(&tmp, &path));
+        if let Some((tmp, target)) = tmp {
+            written = written.and_then(|()| std::fs::rename(&tmp, &target));
             if written.is_err() {
                 let _ = std::fs::remove_file(&tmp);
             }

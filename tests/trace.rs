@@ -361,3 +361,46 @@ fn a_pipe_gets_the_document_directly() {
         .collect();
     assert_eq!(names, vec!["pipe.json".to_string()], "only the pipe");
 }
+
+/// Two workers of one process recording into one path: each stop leaves one whole document
+/// (the last one's), neither fails, and no temporary file is left.
+#[test]
+fn two_recordings_into_one_path() {
+    let path = scratch("shared.json");
+    let (w1, c1) = traced(1, &path);
+    let (w2, c2) = traced(1, &path);
+    one_task_then_stop(&w1, &c1);
+    let first: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(first["traceEvents"].as_array().unwrap().len() > 1);
+    one_task_then_stop(&w2, &c2);
+    drop((w1, w2));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v: Value = serde_json::from_str(&text).expect("one whole JSON document");
+    assert!(v["traceEvents"].as_array().unwrap().len() > 1);
+    let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .filter_map(|d| Some(d.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// A symlink stays a link: the trace goes to its target.
+#[test]
+fn a_symlink_stays_a_link_to_the_trace() {
+    let real = scratch("real.json");
+    let link = real.with_file_name("link.json");
+    std::fs::write(&real, b"old").unwrap();
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    let (w, c) = traced(1, &link);
+    one_task_then_stop(&w, &c);
+    drop(w);
+    assert!(
+        std::fs::symlink_metadata(&link).unwrap().is_symlink(),
+        "the link was replaced"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap())
+        .expect("the target holds the trace");
+    assert!(v["traceEvents"].as_array().unwrap().len() > 1);
+}
