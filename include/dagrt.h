@@ -920,7 +920,8 @@ enum dagrt_status dagrt_worker_trace_stop(struct dagrt_worker_t *worker);
  recorded) to `path` in Graphviz DOT. Dashed edges are ordering-only (add_dep_wait).
  DAGRT_STATUS_INVALID_ARGUMENT if no graph of `run` is recorded (no trace was recording
  while it was built, or a trace started since dropped it), DAGRT_STATUS_SYSTEM if `path`
- cannot be written. The worker must be initialised. Control characters in callable names
+ cannot be written. The file is replaced whole, as the trace file is (see
+ `dagrt_worker_trace_start`), so concurrent exports to one path leave one whole document. The worker must be initialised. Control characters in callable names
  are shown as '?'.
  */
 enum dagrt_status dagrt_worker_write_dot(struct dagrt_worker_t *worker, dagrt_run_id run, const char *path);

@@ -27,4 +27,5 @@ pub mod task;
 pub mod tensormap;
 pub mod trace;
 pub mod view;
+pub mod wholefile;
 pub mod worker;

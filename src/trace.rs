@@ -10,11 +10,12 @@
 use crate::run::RunId;
 use crate::slot::SlotId;
 use crate::spsc::Padded;
+use crate::wholefile::WholeFile;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -101,29 +102,15 @@ impl std::fmt::Display for StartError {
     }
 }
 
-/// Where a recording goes. A regular file is written whole under a temporary name of its
-/// own (unique to the process and the recording) beside the file `path` resolves to, and
-/// renamed over that file at stop, so it always holds one complete document, also when
-/// another recording, of this process or another, goes to the same path, and a symlink stays
-/// a link to the trace. Anything else (a pipe, a device) is written through `file`, opened on
-/// `path`. Both are opened at start (an existing file is not truncated then), so a path that
-/// cannot be written, or a directory that takes no new file, fails then.
-struct Out {
-    path: PathBuf,
-    file: File,
-    /// (the temporary file, the file it replaces at stop) for a regular file.
-    tmp: Option<(PathBuf, PathBuf)>,
-}
-
 pub struct Trace {
     /// Recording on/off; a relaxed flag (events straddling a toggle may or may not be kept).
     enabled: AtomicBool,
     epoch: Instant,
     /// Lane names by lane index, fixed at init.
     lane_names: Vec<String>,
-    /// The file of the recording in progress, created when it started. `enabled` changes only
-    /// under this lock, so recording is on exactly when a file is open.
-    out: Mutex<Option<Out>>,
+    /// The file of the recording in progress (written whole at stop), opened when it started.
+    /// `enabled` changes only under this lock, so recording is on exactly when a file is open.
+    out: Mutex<Option<WholeFile>>,
     /// Lane `i`'s thread records into timeline `i`, every other thread (the scheduler
     /// thread, a host) into the last one: lanes recording a task each never wait on each
     /// other's lock or pull its line. (With one shared buffer, a traced 64-tile Cholesky kept
@@ -178,32 +165,14 @@ impl Trace {
     pub fn start(&self, path: PathBuf) -> Result<(), StartError> {
         let mut out = lock(&self.out);
         if let Some(o) = out.as_ref() {
-            return Err(StartError::Recording(o.path.clone()));
+            return Err(StartError::Recording(o.path().to_path_buf()));
         }
-        static RECORDING: AtomicU64 = AtomicU64::new(0);
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false) // replaced whole at stop; until then it holds what it held
-            .open(&path)
-            .map_err(|x| StartError::Create(path.clone(), x))?;
-        let (file, tmp) = if f.metadata().is_ok_and(|m| m.is_file()) {
-            let target =
-                std::fs::canonicalize(&path).map_err(|x| StartError::Create(path.clone(), x))?;
-            let mut tmp = target.clone().into_os_string();
-            let n = RECORDING.fetch_add(1, Ordering::Relaxed);
-            tmp.push(format!(".{}.{n}.tmp", std::process::id()));
-            let tmp = PathBuf::from(tmp);
-            let t = File::create(&tmp).map_err(|x| StartError::Create(tmp.clone(), x))?;
-            (t, Some((tmp, target)))
-        } else {
-            (f, None)
-        };
+        let file = WholeFile::open(&path).map_err(|(p, x)| StartError::Create(p, x))?;
         for t in self.timelines.iter() {
             *lock(t) = Timeline::default();
         }
         *self.graph() = Graph::default();
-        *out = Some(Out { path, file, tmp });
+        *out = Some(file);
         self.enabled.store(true, Ordering::Release);
         Ok(())
     }
@@ -265,22 +234,16 @@ impl Trace {
     /// (The flag is cleared under the file lock: a `start` racing this stop either comes first
     /// and is stopped with it, or finds no recording and starts its own, flag and file.)
     ///
-    /// Written as `Out` says; the events are streamed, and dropped once written (the DAG
+    /// Written whole (`WholeFile`); the events are streamed, and dropped once written (the DAG
     /// stays for the DOT export).
     pub fn stop(&self) -> Result<Option<PathBuf>, (PathBuf, std::io::Error)> {
         let mut out = lock(&self.out);
         self.enabled.store(false, Ordering::Release);
-        let Some(Out { path, file, tmp }) = out.take() else {
+        let Some(file) = out.take() else {
             return Ok(None);
         };
-        // Synced when it is a regular file: a pipe or device refuses fsync (EINVAL).
-        let mut written = self.write_to(file, tmp.is_some());
-        if let Some((tmp, target)) = tmp {
-            written = written.and_then(|()| std::fs::rename(&tmp, &target));
-            if written.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-        }
+        let path = file.path().to_path_buf();
+        let written = file.commit(|f| self.write_to(f));
         for t in self.timelines.iter() {
             *lock(t) = Timeline::default();
         }
@@ -290,14 +253,10 @@ impl Trace {
         }
     }
 
-    fn write_to(&self, f: File, sync: bool) -> std::io::Result<()> {
+    fn write_to(&self, f: File) -> std::io::Result<File> {
         let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
         self.write_chrome(&mut w)?;
-        let f = w.into_inner().map_err(|x| x.into_error())?;
-        if sync {
-            f.sync_all()?;
-        }
-        Ok(())
+        w.into_inner().map_err(|x| x.into_error())
     }
 
     /// The recorded events as a Chrome trace-event JSON document.
@@ -409,8 +368,12 @@ impl Trace {
     }
 
     /// The DAG of `run` as recorded while tracing, in Graphviz DOT.
-    pub fn dot(&self, run: RunId) -> String {
+    pub fn dot(&self, run: RunId) -> Option<String> {
         let b = self.graph();
+        // Under the same lock as the text: a recording started meanwhile drops the graph.
+        if !b.nodes.iter().any(|n| n.run == run) {
+            return None;
+        }
         let mut s = format!("digraph \"dagrt_run_{run}\" {{\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
         for n in b.nodes.iter().filter(|n| n.run == run) {
             let _ = writeln!(
@@ -437,12 +400,7 @@ impl Trace {
             let _ = writeln!(s, "  t{} -> t{}{style};", e.from, e.to);
         }
         s.push_str("}\n");
-        s
-    }
-
-    /// Nodes recorded for `run` (the DOT export refuses a run with none).
-    pub fn node_count(&self, run: RunId) -> usize {
-        self.graph().nodes.iter().filter(|n| n.run == run).count()
+        Some(s)
     }
 }
 

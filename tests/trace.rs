@@ -87,7 +87,7 @@ fn trace_is_chrome_json_and_dot_names_edges() {
         run
     };
     assert!(e.runs.get(run).unwrap().wait(None));
-    let dot = e.trace.dot(run);
+    let dot = e.trace.dot(run).expect("a graph was recorded");
     e.trace.stop().unwrap();
 
     let v: Value =
@@ -273,7 +273,7 @@ fn dot_edges_join_declared_nodes() {
         run
     };
     assert!(e.runs.get(run).unwrap().wait(None));
-    let dot = e.trace.dot(run);
+    let dot = e.trace.dot(run).expect("a graph was recorded");
     e.trace.stop().unwrap();
     drop(w);
     let mut declared = std::collections::HashSet::new();

@@ -13,7 +13,8 @@
  *    (the same file for both left a corrupt document); runs first, as the numbering is per
  *    process;
  *  - DAGRT_TRACE set to a path that cannot be created: init succeeds, the log hook gets an
- *    error naming DAGRT_TRACE at init, and the worker records nothing (a start succeeds).
+ *    error naming DAGRT_TRACE at init, and the worker records nothing (a start succeeds);
+ *  - two threads exporting the DOT of two runs to one path at once leave one whole document.
  */
 #include "harness.h"
 
@@ -195,6 +196,70 @@ static void test_bad_env_path_is_logged_at_init(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* Two threads exporting the DOT of two runs (of 1 and 40 tasks) to one path at once, many
+ * times: the file always holds one of the two documents whole (it was written in place, and
+ * a short document over a long one left the long one's tail). */
+struct dot_writer {
+    dagrt_worker_t *w;
+    dagrt_run_id run;
+    const char *path;
+    atomic_int *go;
+    dagrt_status st;
+};
+
+static void *write_dot_once(void *arg)
+{
+    struct dot_writer *x = arg;
+    atomic_fetch_add(x->go, 1);
+    while (atomic_load(x->go) < 2) {
+    }
+    x->st = dagrt_worker_write_dot(x->w, x->run, x->path);
+    return NULL;
+}
+
+static void test_concurrent_dot_exports_stay_whole(void)
+{
+    char path[128], one[128], many[128];
+    char *doc[2];
+    dagrt_run_id runs[2];
+    int torn = 0;
+    path_in_dir(path, sizeof path, "shared.dot");
+    path_in_dir(one, sizeof one, "one.dot");
+    path_in_dir(many, sizeof many, "many.dot");
+    dagrt_worker_t *w = h_worker(NULL, 0, 1);
+    REQUIRE(w != NULL);
+    REQUIRE_OK(dagrt_worker_trace_start(w, "/dev/null"));
+    runs[0] = run_chain(w, 1);
+    runs[1] = run_chain(w, 40);
+    REQUIRE_OK(dagrt_worker_write_dot(w, runs[0], one));
+    REQUIRE_OK(dagrt_worker_write_dot(w, runs[1], many));
+    doc[0] = slurp(one);
+    doc[1] = slurp(many);
+    REQUIRE(doc[0] != NULL && doc[1] != NULL);
+    for (int i = 0; i < 1000 && !torn; i++) {
+        atomic_int go = 0;
+        struct dot_writer x[2] = {{w, runs[0], path, &go, DAGRT_STATUS_SYSTEM},
+                                  {w, runs[1], path, &go, DAGRT_STATUS_SYSTEM}};
+        pthread_t t[2];
+        for (int k = 0; k < 2; k++)
+            REQUIRE(pthread_create(&t[k], NULL, write_dot_once, &x[k]) == 0);
+        for (int k = 0; k < 2; k++)
+            pthread_join(t[k], NULL);
+        CHECK(x[0].st == DAGRT_STATUS_OK && x[1].st == DAGRT_STATUS_OK);
+        char *got = slurp(path);
+        if (got == NULL || (strcmp(got, doc[0]) != 0 && strcmp(got, doc[1]) != 0)) {
+            torn = 1;
+            CHECKF(0, "export %d: %s holds neither document (%zu bytes)", i, path,
+                   got ? strlen(got) : 0);
+        }
+        free(got);
+    }
+    free(doc[0]);
+    free(doc[1]);
+    EXPECT_OK(dagrt_worker_trace_stop(w));
+    dagrt_worker_free(w);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/dagrt-test-trace-XXXXXX");
@@ -207,6 +272,7 @@ int main(void)
     RUN_TEST(test_unwritable_path_fails_at_start);
     RUN_TEST(test_one_recording_per_file);
     RUN_TEST(test_bad_env_path_is_logged_at_init);
+    RUN_TEST(test_concurrent_dot_exports_stay_whole);
     int rc = h_done();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

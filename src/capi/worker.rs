@@ -536,7 +536,8 @@ pub extern "C" fn dagrt_worker_trace_stop(worker: *mut dagrt_worker_t) -> Status
 /// recorded) to `path` in Graphviz DOT. Dashed edges are ordering-only (add_dep_wait).
 /// DAGRT_STATUS_INVALID_ARGUMENT if no graph of `run` is recorded (no trace was recording
 /// while it was built, or a trace started since dropped it), DAGRT_STATUS_SYSTEM if `path`
-/// cannot be written. The worker must be initialised. Control characters in callable names
+/// cannot be written. The file is replaced whole, as the trace file is (see
+/// `dagrt_worker_trace_start`), so concurrent exports to one path leave one whole document. The worker must be initialised. Control characters in callable names
 /// are shown as '?'.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_write_dot(
@@ -548,16 +549,23 @@ pub extern "C" fn dagrt_worker_write_dot(
         let p = super::need_path(path, "path")?;
         let w = worker_ref(worker)?;
         let e = engine_of(w)?;
-        if e.trace.node_count(run) == 0 {
-            return err(
+        let dot = e.trace.dot(run).ok_or_else(|| {
+            Error::new(
                 Status::InvalidArgument,
                 format!(
                     "no graph was recorded for run {run}: it has no tasks, or no trace was \
                      recording while it was built (start one before building it)"
                 ),
-            );
-        }
-        std::fs::write(&p, e.trace.dot(run))
-            .map_err(|x| Error::new(Status::System, format!("writing {}: {x}", p.display())))
+            )
+        })?;
+        let system = |p: &std::path::Path, x| {
+            Error::new(Status::System, format!("writing {}: {x}", p.display()))
+        };
+        let f = crate::wholefile::WholeFile::open(&p).map_err(|(p, x)| system(&p, x))?;
+        f.commit(|mut f| {
+            std::io::Write::write_all(&mut f, dot.as_bytes())?;
+            Ok(f)
+        })
+        .map_err(|x| system(&p, x))
     })
 }
