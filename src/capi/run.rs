@@ -164,6 +164,10 @@ pub extern "C" fn dagrt_run_stats(
     boundary(|| {
         let out = need_mut(out, "out")?;
         let r = self::run(&*engine(worker)?, run)?;
+        // `done` first: the counts are final before a run is marked done, so a snapshot that
+        // says done also has the final counts (read the other way round, a run ending between
+        // the reads was reported done with counts from before its end).
+        let done = r.done();
         let RunCounts {
             completed,
             failed,
@@ -173,8 +177,8 @@ pub extern "C" fn dagrt_run_stats(
             completed,
             failed,
             cancelled,
-            live_slots: r.live_slots(),
-            done: r.done() as u32,
+            live_slots: if done { 0 } else { r.live_slots() },
+            done: done as u32,
             reserved: 0,
         };
         Ok(())
