@@ -543,6 +543,7 @@ static int32_t forking_callback(dagrt_orch_t *o, void *ctx)
     pid = fork();
     if (pid < 0) return 3;
     if (pid == 0) {
+        child_no_leak_check();
         dagrt_worker_free(w);
         _exit(child_runs_own_worker(1) ? CHILD_OK : CHILD_OWN_WORKER_FAILED);
     }
@@ -780,6 +781,7 @@ static void test_fork_while_another_thread_writes_stderr(void)
     if (pid == 0) {
         dagrt_worker_t *w = NULL;
         int devnull = open("/dev/null", O_WRONLY);
+        child_no_leak_check();
         dup2(devnull, 2);
         if (dagrt_worker_new(NULL, &w) != 0 || dagrt_worker_add_sub_lanes(w, 1) != 0)
             _exit(3);
