@@ -248,6 +248,19 @@ impl SlotCore {
         }
     }
 
+    /// A lifetime reference on slot `id` without an edge (a reader of the heap slab it owns,
+    /// whose bytes another writer may have produced): the reader neither waits for it nor is
+    /// poisoned by it, but the slab stays allocated until the reader releases the reference.
+    /// False when the slot is no longer `id`'s or is being reclaimed (nothing charged).
+    pub fn hold(&self, id: SlotId) -> bool {
+        let mut s = lock(&self.sync);
+        if s.id != id || matches!(self.state.load(Ordering::Acquire), FREE | CONSUMED) {
+            return false;
+        }
+        s.fanout_total += 1;
+        true
+    }
+
     /// Submit step 6: publish `live` fanins together with the transition out of BUILDING.
     pub fn publish(&self, live: i32) -> Publish {
         self.publish_with(live, None)

@@ -17,20 +17,28 @@ use common::{serial, sub_worker, tensor, wait_for};
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 static GO: AtomicBool = AtomicBool::new(false);
+static READ: AtomicBool = AtomicBool::new(false);
 
-/// Scalar 0: 1 fills the buffer with scalar 1; 2 reads it and waits for GO.
+/// Scalar 0: 1 fills the buffer with scalar 1; 2 reads it and waits for GO; 3 waits for GO,
+/// then fails; 4 reads it and records that it ran.
 unsafe extern "C" fn exec(t: *const TaskView, _u: *mut c_void) -> i32 {
     // SAFETY: the runtime passes a valid view; each task here has one tensor of 1024 bytes
     // and two scalars.
     let (s, p) = unsafe { ((*t).scalars, (*(*t).tensors).data as *mut u8) };
     // SAFETY: as above.
     let (role, v) = unsafe { (*s, *s.add(1)) };
-    if role == 1 {
+    match role {
         // SAFETY: the buffer has 1024 bytes.
-        unsafe { std::ptr::write_bytes(p, v as u8, 1024) };
-    } else {
-        STARTED.store(true, Ordering::SeqCst);
-        let _ = wait_for("GO", Duration::from_secs(30), || GO.load(Ordering::SeqCst));
+        1 => unsafe { std::ptr::write_bytes(p, v as u8, 1024) },
+        3 => {
+            let _ = wait_for("GO", Duration::from_secs(30), || GO.load(Ordering::SeqCst));
+            return 1;
+        }
+        4 => READ.store(true, Ordering::SeqCst),
+        _ => {
+            STARTED.store(true, Ordering::SeqCst);
+            let _ = wait_for("GO", Duration::from_secs(30), || GO.load(Ordering::SeqCst));
+        }
     }
     0
 }
@@ -150,5 +158,44 @@ fn a_reader_spanning_two_slabs_holds_both() {
         state_name(held),
         "COMPLETED",
         "the second slab's owner was reclaimed while a reader of its bytes still ran"
+    );
+}
+
+/// The hold is a lifetime reference, not an edge: a reader of an auto-allocated buffer whose
+/// bytes a later pure overwrite (OUTPUT_EXISTING) produced neither waits for the task that
+/// allocated it nor is poisoned when that task fails.
+#[test]
+fn a_held_owner_is_not_waited_for() {
+    let _one = serial();
+    GO.store(false, Ordering::SeqCst);
+    READ.store(false, Ordering::SeqCst);
+    let cfg = WorkerConfig {
+        heap_ring_size: 4096,
+        ..WorkerConfig::default()
+    };
+    let (w, c) = sub_worker(cfg, 2, "heap_lifetime.exec", exec);
+    let e = w.engine().unwrap().clone();
+    let mut o = w.orchestrator().unwrap().lock().unwrap();
+    let run = o.begin_run().unwrap();
+    let mut x = tensor(0, 0, DataType::U8, &[1024], &[]);
+    let owner = submit(&mut o, &c, &mut x, Tag::Output, 3); // fails once GO is set
+    submit(&mut o, &c, &mut x.clone(), Tag::OutputExisting, 1);
+    submit(&mut o, &c, &mut x.clone(), Tag::Input, 4);
+    o.close_run_submission(run).unwrap();
+    drop(o);
+    let read = wait_for("the reader to run", Duration::from_secs(10), || {
+        READ.load(Ordering::SeqCst)
+    });
+    let owner_state = e.slots.get(owner).core.state();
+    GO.store(true, Ordering::SeqCst);
+    let r = e.runs.get(run).unwrap();
+    assert!(r.wait(Some(Duration::from_secs(30))));
+    assert!(read.is_ok(), "the reader waited for the buffer's owner");
+    assert_eq!(state_name(owner_state), "RUNNING");
+    assert!(r.result().is_err(), "the owner's failure is the run's");
+    assert_eq!(
+        r.counts().completed,
+        2,
+        "the reader was poisoned by the owner"
     );
 }

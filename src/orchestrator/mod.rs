@@ -49,6 +49,8 @@ pub struct Orchestrator {
     next_seq: u64,
     /// Scratch: (producer, retain) of the submit in progress, deduplicated.
     producers: Vec<(SlotId, bool)>,
+    /// Scratch for the submit: owners of the heap slabs its reads touch (held, not waited for).
+    holds: Vec<SlotId>,
     /// Scratch: footprint of each tensor of the submit in progress (None: touches nothing).
     footprints: Vec<Option<Footprint>>,
     /// Scratch: target lane indexes of the submit in progress.
@@ -93,6 +95,7 @@ impl Orchestrator {
             scope: Scope::default(),
             next_seq: 1,
             producers: Vec::new(),
+            holds: Vec::new(),
             footprints: Vec::new(),
             targets: Vec::new(),
             callables: std::collections::HashMap::new(),

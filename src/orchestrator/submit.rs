@@ -108,6 +108,7 @@ impl Orchestrator {
                     .push((dep.handle.slot, dep.kind == DepKind::Retain as u32));
             }
         }
+        self.holds.clear();
         {
             let mut tm = self.e.tensormap.lock();
             let heap = &self.e.heap;
@@ -115,6 +116,12 @@ impl Orchestrator {
             let mut found = |p| {
                 if p != sid {
                     producers.push((p, true))
+                }
+            };
+            let holds = &mut self.holds;
+            let mut hold = |p| {
+                if p != sid {
+                    holds.push(p)
                 }
             };
             // Tags are consumed here (Orchestrator seed, invariant 2: nothing after submit
@@ -127,7 +134,7 @@ impl Orchestrator {
                     run.id,
                     sid,
                     tagged,
-                    &mut found,
+                    (&mut found, &mut hold),
                     &mut d.outputs,
                 );
                 for t in d.tensors.iter_mut() {
@@ -142,7 +149,7 @@ impl Orchestrator {
                     let Some(fp) = fp else { continue };
                     let looks_up = tag.looks_up();
                     if looks_up {
-                        hold_slab_owner(heap, run.id, fp, &mut found);
+                        heap.owners_in(fp.lo, fp.hi, run.id, &mut hold);
                     }
                     match (looks_up, tag.inserts()) {
                         (true, true) => d
@@ -159,7 +166,7 @@ impl Orchestrator {
         dedup_producers(&mut self.producers);
 
         // Step 5: wire onto producers under their locks; count the live ones.
-        room_for(&mut d.producers, self.producers.len());
+        room_for(&mut d.producers, self.producers.len() + self.holds.len());
         let mut live = 0;
         let mut poisoned: Option<Arc<str>> = None;
         let mut fan_out = None;
@@ -205,6 +212,9 @@ impl Orchestrator {
                     }
                 }
             }
+        }
+        if !self.holds.is_empty() {
+            hold_slab_owners(&self.e, &mut self.holds, &self.producers, &mut d.producers);
         }
         if let Some(m) = poisoned {
             let _: Claim = slot.core.claim_failure(sid, &m, &mut Vec::new());
@@ -435,14 +445,14 @@ fn reads_first<'a>(
     run: crate::run::RunId,
     sid: SlotId,
     tagged: impl Iterator<Item = (&'a crate::task::Tensor, &'a Option<Footprint>)> + Clone,
-    found: &mut impl FnMut(SlotId),
+    (found, hold): (&mut impl FnMut(SlotId), &mut impl FnMut(SlotId)),
     outputs: &mut smallvec::SmallVec<[crate::tensormap::MapKey; 1]>,
 ) {
     for (t, fp) in tagged.clone() {
         let (Some(fp), true) = (fp, tag_of(t).looks_up()) else {
             continue;
         };
-        hold_slab_owner(heap, run, fp, found);
+        heap.owners_in(fp.lo, fp.hi, run, hold);
         tm.lookup(run, fp, &mut *found);
     }
     for (t, fp) in tagged {
@@ -456,15 +466,26 @@ fn reads_first<'a>(
 /// A read (INPUT, INOUT) of a runtime-owned slab of its run holds the slab's owner, whatever
 /// writer the TensorMap finds for those bytes: an in-place writer of the buffer holds the
 /// owner only until it completes, and a reader behind it would otherwise hold nothing that
-/// keeps the bytes. (Pure writes stay unwired, as the seed's tag table says.)
-#[inline]
-fn hold_slab_owner(
-    heap: &HeapRings,
-    run: crate::run::RunId,
-    fp: &Footprint,
-    found: &mut impl FnMut(SlotId),
+/// keeps the bytes. A hold is a lifetime reference, not an edge: the bytes read may come from
+/// another writer (an OUTPUT_EXISTING over the buffer), so the reader neither waits for the
+/// owner nor is poisoned by it. An owner that is also a producer keeps its edge. (Pure
+/// writes stay unwired, as the seed's tag table says.)
+#[cold]
+#[inline(never)]
+fn hold_slab_owners(
+    e: &crate::worker::Engine,
+    holds: &mut Vec<SlotId>,
+    producers: &[(SlotId, bool)],
+    held: &mut smallvec::SmallVec<[SlotId; 2]>,
 ) {
-    heap.owners_in(fp.lo, fp.hi, run, found);
+    holds.sort_unstable();
+    holds.dedup();
+    for &h in holds.iter() {
+        let is_producer = producers.binary_search_by_key(&h, |p| p.0).is_ok();
+        if !is_producer && e.slots.get(h).core.hold(h) {
+            held.push(h);
+        }
+    }
 }
 
 fn tag_of(t: &crate::task::Tensor) -> Tag {
