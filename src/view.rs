@@ -140,11 +140,21 @@ impl Footprint {
         dims[..n].sort_unstable();
         // Dimensions with equal strides are one dimension: {i*s : i < a} + {j*s : j < b} is
         // exactly {k*s : k < a+b-1}. (The element itself is the stride-1 dimension, so a
-        // unit-stride byte view merges with it.)
+        // unit-stride byte view merges with it.) So are overlapping ones, whose stride is r
+        // times the one below with r < its count a: {i*s : i < a} + {j*r*s : j < b} is
+        // exactly {k*s : k < a+(b-1)*r} (rows of a view that overlap one another). Abutting
+        // ones (r == a) stay apart: the rows a footprint is searched by keep their shape.
         let mut m = 0;
         for k in 0..n {
-            if m > 0 && dims[m - 1].0 == dims[k].0 {
-                dims[m - 1].1 = dims[m - 1].1.checked_add(dims[k].1 - 1)?;
+            let (s, a) = if m > 0 { dims[m - 1] } else { (0, 0) };
+            let r = if s > 0 && dims[k].0 % s == 0 {
+                dims[k].0 / s
+            } else {
+                0
+            };
+            if m > 0 && (r == 1 || (r > 1 && r < a)) {
+                let more = (dims[k].1 - 1).checked_mul(r)?;
+                dims[m - 1].1 = a.checked_add(more)?;
             } else {
                 dims[m] = dims[k];
                 m += 1;
@@ -667,6 +677,55 @@ mod tests {
             }
         }
         assert_eq!(checked, 4 * 175 * 9);
+    }
+
+    /// Views whose rows overlap one another (each stride a multiple of the one below, less
+    /// than its extent) merge into fewer dimensions without gaining or losing a byte, and a
+    /// view that touches every byte of its range this way is dense (so it covers, for
+    /// instance, a reader of any part of it).
+    #[test]
+    fn overlapping_rows_merge_exactly() {
+        let base = 1 << 20;
+        let mut checked = 0;
+        for s1 in 1..=3u64 {
+            for k in 1..=5u64 {
+                for (c1, c2, c0) in [(2, 2, 1), (3, 4, 2), (5, 3, 3), (4, 2, 4), (2, 5, 2)] {
+                    // u8 elements: a 3-D view {c0, c1, c2} with strides {1, s1, s1*k}.
+                    let v = view(base, 0, DataType::U8, &[c0, c1, c2], &[1, s1, s1 * k]);
+                    let mut bytes = std::collections::BTreeSet::new();
+                    for i in 0..c0 {
+                        for j in 0..c1 {
+                            for l in 0..c2 {
+                                bytes.insert(base + i + j * s1 + l * s1 * k);
+                            }
+                        }
+                    }
+                    for b in base..v.hi + 2 {
+                        let one = view(b, 0, DataType::U8, &[], &[]);
+                        assert_eq!(
+                            v.overlaps(&one),
+                            bytes.contains(&b),
+                            "byte {} of {{{c0},{c1},{c2}}} strides {{1,{s1},{}}}",
+                            b - base,
+                            s1 * k
+                        );
+                        checked += 1;
+                    }
+                    let dense = (base..v.hi).all(|b| bytes.contains(&b));
+                    assert_eq!(
+                        v.dense,
+                        dense,
+                        "{{{c0},{c1},{c2}}} strides {{1,{s1},{}}}",
+                        s1 * k
+                    );
+                }
+            }
+        }
+        assert!(checked > 1000);
+        // The audit's case: u64 {4, 8} strides {2, 1} writes elements 0..14, every one.
+        let w = view(base, 0, DataType::U64, &[4, 8], &[2, 1]);
+        assert!(w.dense && w.hi - w.lo == 14 * 8);
+        assert!(w.covers(&view(base, 0, DataType::U64, &[4], &[])));
     }
 
     #[test]
