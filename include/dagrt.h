@@ -825,7 +825,8 @@ enum dagrt_status dagrt_worker_init(struct dagrt_worker_t *worker);
  `dagrt_worker_close_for` for a bounded close), then joins its threads. Fails with
  DAGRT_STATUS_WRONG_STATE if a run is still open for submission, and with
  DAGRT_STATUS_WRONG_THREAD when called from a task running on one of the worker's lanes
- (it would wait for that task). Idempotent.
+ (it would wait for that task). Idempotent. A worker closed before it was initialised
+ stays closed: init and adding lanes then fail with DAGRT_STATUS_WRONG_STATE.
  */
 enum dagrt_status dagrt_worker_close(struct dagrt_worker_t *worker);
 

@@ -423,6 +423,9 @@ impl Worker {
     /// false and tears nothing down, so a later close retries (the runs keep running).
     pub fn close_within(&mut self, budget: Option<std::time::Duration>) -> Result<bool> {
         let Some(e) = self.engine.clone() else {
+            // Never initialised: closed all the same, so a later init is refused as it is
+            // after closing a started worker.
+            self.closed = true;
             return Ok(true);
         };
         // With a budget too: the task's own run cannot end while it waits, and a timed-out

@@ -14,7 +14,8 @@
  *    never UB, and never disturbing the builder's own calls; threads racing to run graphs
  *    on one worker: every loser is told WRONG_THREAD;
  *  - dagrt_worker_close with a run open -> WRONG_STATE; close waits for closed runs; close is
- *    idempotent; a closed worker rejects new runs; free with a run open is clean;
+ *    idempotent; a closed worker rejects new runs, and one closed before init is not
+ *    initialised; free with a run open is clean;
  *  - dagrt_worker_close_for: new runs refused at once; when the budget runs out with a run
  *    still running, nothing is torn down and a later close succeeds;
  *  - ready queues are partitioned by run (Scheduler seed §1): with two runs live on one
@@ -789,6 +790,13 @@ static void test_worker_close(void)
     dagrt_worker_free(w);
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
+    /* a worker closed before it was initialised stays closed: no init, no lanes */
+    REQUIRE_OK(dagrt_worker_new(NULL, &w));
+    EXPECT_OK(dagrt_worker_add_sub_lanes(w, 1));
+    EXPECT_OK(dagrt_worker_close(w));
+    EXPECT_ERROR(dagrt_worker_init(w), DAGRT_STATUS_WRONG_STATE, "closed");
+    EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, 1), DAGRT_STATUS_WRONG_STATE, "closed");
+    dagrt_worker_free(w);
 }
 
 /* Orchestrator seed, Worker.close(): new submissions are refused, the runs drain within one

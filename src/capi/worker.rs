@@ -258,7 +258,8 @@ pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
 /// `dagrt_worker_close_for` for a bounded close), then joins its threads. Fails with
 /// DAGRT_STATUS_WRONG_STATE if a run is still open for submission, and with
 /// DAGRT_STATUS_WRONG_THREAD when called from a task running on one of the worker's lanes
-/// (it would wait for that task). Idempotent.
+/// (it would wait for that task). Idempotent. A worker closed before it was initialised
+/// stays closed: init and adding lanes then fail with DAGRT_STATUS_WRONG_STATE.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| worker_mut(worker, "dagrt_worker_close")?.worker.close())

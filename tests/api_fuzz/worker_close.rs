@@ -76,7 +76,7 @@ impl Fz {
     /// out_closed (checked first; the header names no order, so with two defects either
     /// status), a run open for submission (WRONG_STATE; nothing changes, the worker does not
     /// start closing). A never-initialised worker is closed at once, as dagrt_worker_close
-    /// does (OK, closed = 1, and it stays configurable: there is nothing to tear down), and
+    /// does (OK, closed = 1, and it stays closed: init and lanes are then refused), and
     /// so is a closed one (idempotent). On an initialised worker the model predicts
     /// out_closed from its registered runs (begun, not released):
     /// - 1 when every one was seen done (or there is none), and with a large budget, which
@@ -264,6 +264,10 @@ impl Fz {
     /// Worker `w` was closed (torn down, if it had started): its unreleased runs' tasks ran
     /// as the model says, and the runs are gone.
     fn closed_model(&mut self, w: usize) -> R {
+        if self.workers[w].state == WState::New {
+            // Nothing to tear down, but closed all the same: no init, no lanes after it.
+            self.workers[w].state = WState::Closed;
+        }
         if self.workers[w].state == WState::Init {
             for ri in 0..self.runs.len() {
                 if self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone {
