@@ -244,7 +244,7 @@ impl HeapRings {
     #[inline]
     pub fn owners_in(&self, lo: u64, hi: u64, run: u64, found: &mut impl FnMut(u64)) {
         let base = self.map as u64;
-        if hi <= base || lo >= base + self.len as u64 || lo >= hi {
+        if hi <= base || lo >= base + self.len as u64 {
             return;
         }
         self.owners_in_rings(lo.max(base) - base, hi - base, run, found);
