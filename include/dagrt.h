@@ -891,8 +891,8 @@ enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct
  Perfetto or chrome://tracing) by `dagrt_worker_trace_stop` or at close: one track per lane,
  one slice per task with its callable name, run id and slot, flow arrows for dependency
  edges, and the scheduler's passes (completions, dispatch, reclaim). The file is opened
- now, created if missing: DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if a trace is already
- being recorded (stop it first). A new trace drops the events of an earlier one, including
+ now, created if missing: DAGRT_STATUS_SYSTEM if it cannot be, DAGRT_STATUS_WRONG_STATE if
+ a trace is already being recorded (stop it first). A new trace drops the events of an earlier one, including
  the graph of a run still being built or running: start a trace before building the runs it
  should show (their flow arrows and DOT export come from the recorded graph). Setting the
  DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
@@ -922,8 +922,8 @@ enum dagrt_status dagrt_worker_trace_stop(struct dagrt_worker_t *worker);
  DAGRT_STATUS_INVALID_ARGUMENT if no graph of `run` is recorded (no trace was recording
  while it was built, or a trace started since dropped it), DAGRT_STATUS_SYSTEM if `path`
  cannot be written. The file is replaced whole, as the trace file is (see
- `dagrt_worker_trace_start`), so concurrent exports to one path leave one whole document. The worker must be initialised. Control characters in callable names
- are shown as '?'.
+ `dagrt_worker_trace_start`), so concurrent exports to one path leave one whole document.
+ The worker must be initialised. Control characters in callable names are shown as '?'.
  */
 enum dagrt_status dagrt_worker_write_dot(struct dagrt_worker_t *worker, dagrt_run_id run, const char *path);
 
