@@ -60,6 +60,23 @@ fn submit(
         .slot
 }
 
+/// The state of `owner` while the reader (role 2) runs, once `writer` has completed and the
+/// scope has ended, so that only the reader can still hold it; then the reader is let go.
+fn owner_state_under_the_reader(e: &dagrt::worker::Engine, writer: u64, owner: u64) -> u8 {
+    wait_for("the reader to start", Duration::from_secs(10), || {
+        STARTED.load(Ordering::SeqCst)
+    })
+    .unwrap();
+    wait_for("the writer to complete", Duration::from_secs(10), || {
+        e.slots.get(writer).core.state() == COMPLETED
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let held = e.slots.get(owner).core.state();
+    GO.store(true, Ordering::SeqCst);
+    held
+}
+
 #[test]
 fn a_reader_behind_an_in_place_writer_holds_the_buffer() {
     let _one = serial();
@@ -86,19 +103,7 @@ fn a_reader_behind_an_in_place_writer_holds_the_buffer() {
         let writer = submit(&mut o, &c, &mut x.clone(), Tag::Inout, 1);
         submit(&mut o, &c, &mut x.clone(), Tag::Input, 2);
         o.scope_end().unwrap();
-        wait_for("the reader to start", Duration::from_secs(10), || {
-            STARTED.load(Ordering::SeqCst)
-        })
-        .unwrap();
-        // The writer is done (the reader holds it) and the scope has ended: only the reader
-        // can hold the buffer's owner now.
-        wait_for("the writer to complete", Duration::from_secs(10), || {
-            e.slots.get(writer).core.state() == COMPLETED
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        let held = e.slots.get(owner).core.state();
-        GO.store(true, Ordering::SeqCst);
+        let held = owner_state_under_the_reader(&e, writer, owner);
         o.close_run_submission(run).unwrap();
         drop(o);
         assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));
@@ -140,17 +145,7 @@ fn a_reader_spanning_two_slabs_holds_both() {
     let mut span = tensor(a as u64, 0, DataType::U8, &[2048], &[]);
     submit(&mut o, &c, &mut span, Tag::Input, 2);
     o.scope_end().unwrap();
-    wait_for("the reader to start", Duration::from_secs(10), || {
-        STARTED.load(Ordering::SeqCst)
-    })
-    .unwrap();
-    wait_for("the writer to complete", Duration::from_secs(10), || {
-        e.slots.get(writer).core.state() == COMPLETED
-    })
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    let held = e.slots.get(hy.slot).core.state();
-    GO.store(true, Ordering::SeqCst);
+    let held = owner_state_under_the_reader(&e, writer, hy.slot);
     o.close_run_submission(run).unwrap();
     drop(o);
     assert!(e.runs.get(run).unwrap().wait(Some(Duration::from_secs(30))));

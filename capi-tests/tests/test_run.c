@@ -995,6 +995,34 @@ static void *release_too(void *arg)
     return NULL;
 }
 
+/* Runs of `graph` submitted, waited for and released back to back on `w` for up to `ms`
+ * (at most 20000), each published in *cur from its submit (back to 0 after its wait when
+ * `unpublish`), while `n` threads run `query` (given their index); then *stop is set and the
+ * threads are joined. */
+static void churn_runs(dagrt_worker_t *w, dagrt_orch_fn graph, uint64_t ms, atomic_ullong *cur,
+                       int unpublish, void *(*query)(void *), int n, atomic_int *stop)
+{
+    pthread_t q[4];
+    int started = 0;
+    for (; started < n && started < 4; started++)
+        if (pthread_create(&q[started], NULL, query, (void *)(intptr_t)started) != 0)
+            break;
+    CHECK(started == n);
+    for (uint64_t i = 0, end = h_now_ms() + ms; i < 20000 && h_now_ms() < end; i++) {
+        dagrt_run_id r;
+        if (!EXPECT_OK(dagrt_worker_submit(w, graph, NULL, &r)))
+            break;
+        atomic_store(cur, r);
+        EXPECT_OK(dagrt_wait_run(w, r));
+        if (unpublish)
+            atomic_store(cur, 0);
+        EXPECT_OK(dagrt_release_run(w, r));
+    }
+    atomic_store(stop, 1);
+    for (int i = 0; i < started; i++)
+        pthread_join(q[i], NULL);
+}
+
 static int32_t empty_graph(dagrt_orch_t *o, void *ctx)
 {
     (void)o;
@@ -1004,23 +1032,10 @@ static int32_t empty_graph(dagrt_orch_t *o, void *ctx)
 
 static void test_released_run_is_never_foreign(void)
 {
-    pthread_t q[2];
     dagrt_worker_t *w = h_worker(NULL, 0, 1);
     REQUIRE(w != NULL);
     rel_w = w;
-    for (int i = 0; i < 2; i++)
-        REQUIRE(pthread_create(&q[i], NULL, query_released, (void *)(intptr_t)i) == 0);
-    for (uint64_t i = 0, end = h_now_ms() + 1000; i < 20000 && h_now_ms() < end; i++) {
-        dagrt_run_id r;
-        if (!EXPECT_OK(dagrt_worker_submit(w, empty_graph, NULL, &r)))
-            break;
-        atomic_store(&rel_run, r);
-        EXPECT_OK(dagrt_wait_run(w, r));
-        EXPECT_OK(dagrt_release_run(w, r));
-    }
-    atomic_store(&rel_stop, 1);
-    for (int i = 0; i < 2; i++)
-        pthread_join(q[i], NULL);
+    churn_runs(w, empty_graph, 1000, &rel_run, 0, query_released, 2, &rel_stop);
     CHECKF(atomic_load(&rel_foreign) == 0,
            "%d of %ld queries called this worker's run, being released, another worker's",
            atomic_load(&rel_foreign), atomic_load(&rel_queries));
@@ -1173,24 +1188,10 @@ static int32_t one_step_graph(dagrt_orch_t *o, void *ctx)
 
 static void test_done_stats_are_final(void)
 {
-    pthread_t q[3];
     dagrt_worker_t *w = h_worker(NULL, 0, 1);
     REQUIRE(w != NULL);
     rel_w = w;
-    for (int i = 0; i < 3; i++)
-        REQUIRE(pthread_create(&q[i], NULL, poll_stats, NULL) == 0);
-    for (uint64_t i = 0, end = h_now_ms() + 1500; i < 20000 && h_now_ms() < end; i++) {
-        dagrt_run_id r;
-        if (!EXPECT_OK(dagrt_worker_submit(w, one_step_graph, NULL, &r)))
-            break;
-        atomic_store(&snap_run, r);
-        EXPECT_OK(dagrt_wait_run(w, r));
-        atomic_store(&snap_run, 0);
-        EXPECT_OK(dagrt_release_run(w, r));
-    }
-    atomic_store(&snap_stop, 1);
-    for (int i = 0; i < 3; i++)
-        pthread_join(q[i], NULL);
+    churn_runs(w, one_step_graph, 1500, &snap_run, 1, poll_stats, 3, &snap_stop);
     CHECKF(atomic_load(&snap_torn) == 0, "%d snapshots said done before the counts were final",
            atomic_load(&snap_torn));
     h_close_worker(w);
