@@ -65,14 +65,21 @@ const POOL: usize = 2;
 impl Inner {
     /// Call `f` with each slot currently producing memory that `fp` touches.
     pub fn lookup(&mut self, run: RunId, fp: &Footprint, mut f: impl FnMut(SlotId)) {
-        let Some(m) = self.runs.iter().find(|r| r.0 == run).map(|r| &r.1) else {
+        let Some(m) = self.runs.iter_mut().find(|r| r.0 == run).map(|r| &mut r.1) else {
             return;
         };
         if m.lookup_one_granule(fp, &mut f) {
             return;
         }
+        if let Some(idx) = m.alone_for(fp) {
+            m.report(fp, &[idx], &mut f);
+            return;
+        }
         m.overlapping(fp, &mut self.scratch);
         m.report(fp, &self.scratch, &mut f);
+        if let [idx] = self.scratch[..] {
+            m.note_alone(idx, fp);
+        }
     }
 
     /// `lookup` then `insert` of one footprint (an INOUT tensor), finding the overlapping
@@ -114,15 +121,22 @@ impl Inner {
         if let Some(k) = m.insert_one_granule(fp, owner, &mut seen, &mut self.scratch) {
             return k;
         }
+        // A rewrite of one tile (an INOUT): the entry changes hands in place.
+        if let Some(idx) = m.alone_for(fp).filter(|&i| m.unordered(i)) {
+            if let Some(f) = seen.take() {
+                f(m, &[idx]);
+            }
+            return m.take_over(idx, fp, owner);
+        }
         let mut shadows = false;
         if m.live > 0 {
             m.overlapping(fp, &mut self.scratch);
             if let Some(f) = seen.take() {
                 f(m, &self.scratch);
             }
-            // A rewrite of one tile (an INOUT): the entry changes hands in place.
             if let [idx] = self.scratch[..] {
                 if m.is_same_unordered(idx, fp) {
+                    m.note_alone(idx, fp);
                     return m.take_over(idx, fp, owner);
                 }
             }
@@ -420,5 +434,95 @@ mod tests {
                 assert!(m.is_empty(), "{at}");
             }
         }
+    }
+
+    /// `alone_for` answers exactly as the search it skips: random writes, reads and erases
+    /// of tiles (several shapes, some overlapping, some the same view at another origin),
+    /// column blocks and dense ranges of one column-major matrix, applied to a map that
+    /// uses it and to one that always searches; every lookup, insert and key must agree.
+    #[test]
+    fn knowing_an_entry_alone_answers_as_the_search_would() {
+        use crate::task::DataType;
+        use runmap::tests::SEARCH_ALWAYS;
+        let (base, ld) = (1u64 << 24, 48u64);
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for round in 0..40 {
+            let mut maps = [Inner::default(), Inner::default()];
+            let mut keys: Vec<(SlotId, MapKey)> = Vec::new();
+            let views: Vec<Footprint> = (0..24)
+                .map(|_| {
+                    let (r, c) = (8 * next(6), 8 * next(6));
+                    let kind = next(8);
+                    let (origin, off) = if kind == 7 {
+                        (base + (r + c * ld) * 8, 0)
+                    } else {
+                        (base, (r + c * ld) * 8)
+                    };
+                    match kind {
+                        0 => Some(Footprint::dense(base + off, 8 * next(64) + 8)),
+                        1 => crate::view::test_footprint(
+                            origin,
+                            off,
+                            DataType::F64,
+                            &[16, 8],
+                            &[1, ld],
+                        ),
+                        2 => crate::view::test_footprint(
+                            origin,
+                            off,
+                            DataType::F64,
+                            &[8, 16],
+                            &[1, ld],
+                        ),
+                        _ => crate::view::test_footprint(
+                            origin,
+                            off,
+                            DataType::F64,
+                            &[8, 8],
+                            &[1, ld],
+                        ),
+                    }
+                    .unwrap()
+                })
+                .collect();
+            for step in 0..400u64 {
+                let fp = views[next(views.len() as u64) as usize];
+                let owner = 1000 * round + step;
+                let op = next(10);
+                let victim = keys.get(next(keys.len().max(1) as u64) as usize).copied();
+                let mut seen = [Vec::new(), Vec::new()];
+                let mut made = [None, None];
+                for (i, m) in maps.iter_mut().enumerate() {
+                    SEARCH_ALWAYS.set(i == 1);
+                    let found = &mut seen[i];
+                    match op {
+                        0..=3 => m.lookup(1, &fp, |s| found.push(s)),
+                        4..=5 => made[i] = Some(m.insert(1, &fp, owner)),
+                        6..=8 => made[i] = Some(m.lookup_insert(1, &fp, owner, |s| found.push(s))),
+                        _ => {
+                            if let Some((o, k)) = victim {
+                                m.erase(1, o, &[k]);
+                            }
+                        }
+                    }
+                    found.sort_unstable();
+                }
+                SEARCH_ALWAYS.set(false);
+                assert_eq!(seen[0], seen[1], "round {round} step {step} op {op}");
+                assert_eq!(made[0], made[1], "round {round} step {step} op {op}");
+                if let Some(k) = made[0] {
+                    keys.push((owner, k));
+                }
+                assert_eq!(maps[0].len(), maps[1].len(), "round {round} step {step}");
+            }
+        }
+        let hits = runmap::tests::ALONE_HITS.get();
+        assert!(hits > 400, "alone_for answered only {hits} times");
     }
 }

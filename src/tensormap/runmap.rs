@@ -32,6 +32,27 @@ impl Hasher for GranuleHasher {
     }
 }
 
+/// Hashing for the `alone` hints, keyed by a footprint's first and last byte. Tiles of one
+/// matrix share their low address bits (their offsets are multiples of the tile's bytes), so
+/// the product's high bits, which hold every input bit, are folded into the low ones the
+/// table indexes by (with `GranuleHasher`'s product, every tile probed one slot chain).
+#[derive(Default)]
+struct SpanHasher(u64);
+
+impl Hasher for SpanHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(23) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 #[derive(Clone, Copy)]
 pub(super) struct MapEntry {
     pub(super) owner: SlotId,
@@ -49,6 +70,11 @@ pub(super) struct MapEntry {
     pub(super) shadows: bool,
     /// Index into `RunMap::classes` of the grid holding it, or NO_CLASS.
     class: u8,
+    /// The map's `adds` when a search for exactly this entry's footprint found only this
+    /// entry (`note_alone`); 0 for never. While no entry has been added since, a search for
+    /// that footprint would find the same (removals only shrink it, take-overs change no
+    /// footprint), so `alone` answers it without one.
+    alone_at: u64,
 }
 
 const NO_CLASS: u8 = u8::MAX;
@@ -65,6 +91,7 @@ impl MapEntry {
             split,
             shadows: false,
             class: NO_CLASS,
+            alone_at: 0,
         }
     }
 }
@@ -152,6 +179,12 @@ pub(super) struct RunMap {
     seq: u64,
     /// Entries were split in this run: erase may have to find pieces.
     pub(super) splits: bool,
+    /// Entries created in this run (not take-overs): what an entry's `alone_at` is checked
+    /// against.
+    adds: u64,
+    /// Strided footprint (first and last byte) -> the entry last found alone for it: a hint,
+    /// checked against the entry's current footprint and `alone_at` before it is used.
+    alone: HashMap<(u64, u64), u32, BuildHasherDefault<SpanHasher>>,
 }
 
 impl RunMap {
@@ -195,6 +228,41 @@ impl RunMap {
             out.dedup();
         }
         out.retain(|&i| overlaps(&self.entries[i as usize], fp, &self.strided));
+    }
+
+    /// The entry a search for the strided footprint `fp` would find alone, known without
+    /// the search: one with exactly `fp`'s footprint found alone by a search since which no
+    /// entry was added (a tiled code's reads and rewrites of its tiles, once each tile has a
+    /// writer).
+    #[inline]
+    pub(super) fn alone_for(&self, fp: &Footprint) -> Option<u32> {
+        #[cfg(test)]
+        if tests::SEARCH_ALWAYS.get() {
+            return None;
+        }
+        if fp.dense {
+            return None;
+        }
+        let &idx = self.alone.get(&(fp.lo, fp.hi))?;
+        let e = self.entries.get(idx as usize)?;
+        let hit = (e.alone_at == self.adds && e.seq != 0 && e.shape != DENSE)
+            .then_some(idx)
+            .filter(|_| self.strided[e.shape as usize] == *fp);
+        #[cfg(test)]
+        tests::ALONE_HITS.set(tests::ALONE_HITS.get() + hit.is_some() as u64);
+        hit
+    }
+
+    /// A search for the strided footprint `fp` found only entry `idx`, whose footprint it
+    /// is: remember that for `alone_for`.
+    #[inline]
+    pub(super) fn note_alone(&mut self, idx: u32, fp: &Footprint) {
+        let e = &mut self.entries[idx as usize];
+        if fp.dense || e.shape == DENSE || self.strided[e.shape as usize] != *fp {
+            return;
+        }
+        e.alone_at = self.adds;
+        self.alone.insert((fp.lo, fp.hi), idx);
     }
 
     fn collect(&self, mut l: u32, out: &mut Vec<u32>) {
@@ -250,6 +318,8 @@ impl RunMap {
         self.strided.clear();
         self.free_strided.clear();
         self.splits = false;
+        self.adds = 0;
+        self.alone.clear();
     }
 
     /// The granule `fp` lies in, when it is dense, within one granule, and no big entry could
@@ -368,6 +438,7 @@ impl RunMap {
             // Nothing overlaps: `seen` would be shown no entry. The new entry goes in front
             // of the granule's list.
             self.seq += 1;
+            self.adds += 1;
             let e = MapEntry::new(fp, owner, self.seq, DENSE, false);
             let idx = alloc_entry(&mut self.entries, &mut self.free, e);
             *head = alloc_link(
@@ -388,13 +459,21 @@ impl RunMap {
     /// only (the ordered index is keyed by sequence number too).
     pub(super) fn is_same_unordered(&self, idx: u32, fp: &Footprint) -> bool {
         let e = &self.entries[idx as usize];
-        let (g0, g1) = granules(e.lo, e.hi);
         (e.lo, e.hi) == (fp.lo, fp.hi)
-            && (e.class != NO_CLASS || g1 - g0 < SMALL_GRANULES)
+            && self.unordered(idx)
             && match e.shape {
                 DENSE => fp.dense,
                 s => self.strided[s as usize] == *fp,
             }
+    }
+
+    /// Whether entry `idx` is indexed by position only: in a grid or the granule hash, not
+    /// the ordered index (keyed by sequence number too), so it may be taken over in place.
+    #[inline]
+    pub(super) fn unordered(&self, idx: u32) -> bool {
+        let e = &self.entries[idx as usize];
+        let (g0, g1) = granules(e.lo, e.hi);
+        e.class != NO_CLASS || g1 - g0 < SMALL_GRANULES
     }
 
     /// Make `owner` the producer of entry `idx` (the same bytes as `fp`) in place. The new
@@ -430,6 +509,7 @@ impl RunMap {
             self.strided.push(*fp);
             (self.strided.len() - 1) as u32
         };
+        self.adds += 1;
         let e = MapEntry::new(fp, owner, seq, shape, split);
         let idx = alloc_entry(&mut self.entries, &mut self.free, e);
         let (g0, g1) = granules(fp.lo, fp.hi);
@@ -515,5 +595,17 @@ impl RunMap {
         self.entries[idx as usize].seq = 0;
         self.free.push(idx);
         self.live -= 1;
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    thread_local! {
+        /// Turns `alone_for` off: the differential test's reference map searches every time.
+        pub(in crate::tensormap) static SEARCH_ALWAYS: std::cell::Cell<bool> =
+            const { std::cell::Cell::new(false) };
+        /// Answers `alone_for` gave (the differential test checks it was exercised).
+        pub(in crate::tensormap) static ALONE_HITS: std::cell::Cell<u64> =
+            const { std::cell::Cell::new(0) };
     }
 }
