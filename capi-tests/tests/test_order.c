@@ -7,7 +7,10 @@
  *    them keep running meanwhile;
  *  - SUB: a SUB group at the SUB FIFO head that has too few idle SUB lanes stays at the head
  *    and ends that drain pass: a SUB single submitted after it does not overtake it, even
- *    with a SUB lane idle.
+ *    with a SUB lane idle;
+ *  - one FIFO order for submitted and released tasks: a task released by a completion after
+ *    another task's submit made it READY starts after it on their lane, though the submit's
+ *    publication to the scheduler is batched (probabilistic: thousands of trials).
  * Order is read from the start/end sequence numbers the step executor records; sleeps only
  * give a wrong dispatch time to happen ("has not started after N ms").
  */
@@ -130,10 +133,73 @@ static void test_blocked_sub_group_head_stops_later_sub_singles(void)
     h_close_worker(w);
 }
 
+/* The released-after-READY trials: P on lane 1 spins until `g_go`; C on lane 0 waits for P;
+ * Y on lane 0 is READY when its submit returns, and only then is P let go. */
+static _Atomic int g_go;
+static _Atomic uint64_t g_seq, g_started_y, g_started_c;
+
+static int32_t exec_release_order(const dagrt_task_view *t, void *user)
+{
+    (void)user;
+    uint64_t which = t->scalars[0], t0 = h_now_ms();
+    if (which == 1)
+        while (!atomic_load(&g_go) && h_now_ms() - t0 < 2000)
+            ;
+    else if (which == 2)
+        atomic_store(&g_started_c, atomic_fetch_add(&g_seq, 1) + 1);
+    else
+        atomic_store(&g_started_y, atomic_fetch_add(&g_seq, 1) + 1);
+    return 0;
+}
+
+static void test_released_task_starts_after_one_ready_before_it(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_callable c;
+    REQUIRE_OK(dagrt_register_callable("release_order", 0, DAGRT_CALLABLE_KIND_TASK,
+                                       exec_release_order, NULL, &c));
+    REQUIRE(h_open_worker(&w, &o, NULL, 2, 0));
+    int trials = h_under_valgrind() ? 200 : 6000, inverted = 0;
+    for (int i = 0; i < trials; i++) {
+        dagrt_run_id run;
+        dagrt_task_handle p;
+        const uint64_t k1 = 1, k2 = 2, k3 = 3;
+        atomic_store(&g_go, 0);
+        atomic_store(&g_started_y, 0);
+        atomic_store(&g_started_c, 0);
+        REQUIRE_OK(dagrt_begin_run(o, &run));
+        dagrt_task_args a1 = h_args(NULL, 0, &k1, 1, NULL, 0);
+        REQUIRE_OK(dagrt_submit_next_level(o, &c, &a1, NULL, 1, &p));
+        dagrt_dep d = h_dep(p, DAGRT_DEP_KIND_WAIT);
+        dagrt_task_args a2 = h_args(NULL, 0, &k2, 1, &d, 1);
+        REQUIRE_OK(dagrt_submit_next_level(o, &c, &a2, NULL, 0, NULL));
+        /* Vary where in the scheduler's wait the submit of Y falls. */
+        for (volatile int s = 0; s < (i % 50) * 100; s++)
+            ;
+        dagrt_task_args a3 = h_args(NULL, 0, &k3, 1, NULL, 0);
+        REQUIRE_OK(dagrt_submit_next_level(o, &c, &a3, NULL, 0, NULL));
+        atomic_store(&g_go, 1);
+        uint64_t t0 = h_now_ms();
+        while (atomic_load(&g_started_c) == 0 && h_now_ms() - t0 < 2)
+            ;
+        EXPECT_OK(dagrt_close_run_submission(o, run));
+        EXPECT_OK(h_wait(w, run));
+        EXPECT_OK(dagrt_release_run(w, run));
+        inverted += atomic_load(&g_started_c) < atomic_load(&g_started_y);
+    }
+    CHECKF(inverted == 0,
+           "a task released by its producer's completion started before a task on the same lane "
+           "that was READY before the release, in %d of %d trials",
+           inverted, trials);
+    h_close_worker(w);
+}
+
 int main(void)
 {
     h_begin("order", 60);
     RUN_TEST(test_later_group_waits_behind_blocked_head);
     RUN_TEST(test_blocked_sub_group_head_stops_later_sub_singles);
+    RUN_TEST(test_released_task_starts_after_one_ready_before_it);
     return h_done();
 }

@@ -271,6 +271,14 @@ impl Sched {
             .queues
             .as_mut()
             .expect("queues are home between passes");
+        // Consumers these completions released became READY after every submission pushed
+        // before their producers finished (the push happens-before the completion popped
+        // above): ring those in first, or a released consumer could be routed, or placed
+        // directly on an idle lane, ahead of a task READY before it (Scheduler seed §1, one
+        // FIFO order for both). One read of the producer's count per releasing pass.
+        if !self.ready.is_empty() {
+            self.e.ready_in.ring_any();
+        }
         while let Some((sid, r)) = self.e.ready_in.pop() {
             completion::route(queues, sid, r);
         }
