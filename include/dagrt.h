@@ -718,7 +718,8 @@ enum dagrt_status dagrt_submit_sub_group(struct dagrt_orch_t *orch, const struct
  depend on it and hold it, and it is reclaimed once its scope has ended and they are done
  (tag a writer INOUT to keep it alive while writing: OUTPUT and OUTPUT_EXISTING do not
  hold it). `out_ptr` receives the 1024-aligned address, `out_handle` (may
- be NULL) the synthetic task's handle.
+ be NULL) the synthetic task's handle. A shape with a zero extent takes no heap space:
+ `out_ptr` receives NULL, and the synthetic task (a handle to depend on) is made as usual.
  */
 enum dagrt_status dagrt_alloc(struct dagrt_orch_t *orch, const uint64_t *shape, uint32_t ndim, uint32_t dtype, void **out_ptr, struct dagrt_task_handle *out_handle);
 

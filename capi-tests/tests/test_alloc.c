@@ -255,7 +255,7 @@ static void test_invalid_alloc(void)
     dagrt_run_id run;
     void *p = (void *)&run;
     dagrt_task_handle h = {1, 2};
-    uint64_t shape[6] = {4, 4, 4, 4, 4, 4}, zero[2] = {4, 0};
+    uint64_t shape[6] = {4, 4, 4, 4, 4, 4};
     dagrt_worker_stats_t s0, s1;
     REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
     EXPECT_ERROR(dagrt_alloc(o, shape, 1, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_WRONG_STATE, NULL);
@@ -264,8 +264,6 @@ static void test_invalid_alloc(void)
     EXPECT_ERROR(dagrt_alloc(o, shape, 1, 99, &p, &h), DAGRT_STATUS_INVALID_ARGUMENT, "dtype");
     EXPECT_ERROR(dagrt_alloc(o, shape, 6, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_INVALID_ARGUMENT,
                  "ndim");
-    EXPECT_ERROR(dagrt_alloc(o, zero, 2, DAGRT_DTYPE_F64, &p, &h), DAGRT_STATUS_INVALID_ARGUMENT,
-                 NULL);
     {
         uint64_t huge[2] = {UINT64_MAX / 2, 4};
         EXPECT_ERROR(dagrt_alloc(o, huge, 2, DAGRT_DTYPE_F64, &p, &h),
@@ -280,6 +278,40 @@ static void test_invalid_alloc(void)
     h_close_worker(w);
 }
 
+/* Seed §5 ("nullptr when alloc(0)"): a shape with a zero extent gets a NULL buffer and no
+ * heap space, and its synthetic task is made as for any alloc: its handle is a completed
+ * task to depend on, and the run accounts for it. */
+static void test_empty_alloc(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    void *p = &run;
+    dagrt_task_handle h = {0, 0};
+    uint64_t zero[2] = {4, 0}, huge_then_zero[3] = {UINT64_MAX / 2, 4, 0};
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    dagrt_worker_stats_t s0 = h_stats(w);
+    EXPECT_OK(dagrt_alloc(o, zero, 2, DAGRT_DTYPE_F64, &p, &h));
+    CHECKF(p == NULL, "alloc of a zero extent returned %p, not NULL", p);
+    CHECK(h.run_id == run);
+    p = &run;
+    EXPECT_OK(dagrt_alloc(o, huge_then_zero, 3, DAGRT_DTYPE_F64, &p, NULL));
+    CHECK(p == NULL);
+    dagrt_worker_stats_t s1 = h_stats(w);
+    CHECK_EQ_U64(s1.heap_top[0], s0.heap_top[0]);
+    CHECK_EQ_I64(s1.live_slots, s0.live_slots + 2);
+    /* A task waiting on the empty buffer's owner runs: the owner is complete. */
+    h_step s = h_step_id(1);
+    dagrt_dep d = h_dep(h, DAGRT_DEP_KIND_RETAIN);
+    SUBMIT_STEP(o, &s, 0, NULL, 0, &d, 1, NULL);
+    EXPECT_OK(h_finish_run(w, o, run));
+    CHECK(h_runs(1) == 1);
+    dagrt_worker_stats_t s2 = h_stats(w);
+    CHECK_EQ_I64(s2.live_slots, 0);
+    h_close_worker(w);
+}
+
 int main(void)
 {
     h_begin("alloc", 60);
@@ -288,5 +320,6 @@ int main(void)
     RUN_TEST(test_reclaimed);
     RUN_TEST(test_output_writer_does_not_pin);
     RUN_TEST(test_invalid_alloc);
+    RUN_TEST(test_empty_alloc);
     return h_done();
 }

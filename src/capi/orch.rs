@@ -252,7 +252,8 @@ pub extern "C" fn dagrt_submit_sub_group(
 /// depend on it and hold it, and it is reclaimed once its scope has ended and they are done
 /// (tag a writer INOUT to keep it alive while writing: OUTPUT and OUTPUT_EXISTING do not
 /// hold it). `out_ptr` receives the 1024-aligned address, `out_handle` (may
-/// be NULL) the synthetic task's handle.
+/// be NULL) the synthetic task's handle. A shape with a zero extent takes no heap space:
+/// `out_ptr` receives NULL, and the synthetic task (a handle to depend on) is made as usual.
 #[no_mangle]
 pub extern "C" fn dagrt_alloc(
     orch: *mut dagrt_orch_t,

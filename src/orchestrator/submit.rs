@@ -284,13 +284,16 @@ impl Orchestrator {
         }
         let mut sh = [0u64; MAX_TENSOR_DIMS];
         sh[..shape.len()].copy_from_slice(shape);
-        let bytes = dense_bytes(shape.len() as u32, &sh, dtype)
-            .filter(|&b| b > 0)
+        // An empty shape (a zero extent) gets no slab (`claim_slot` of 0 bytes): a null
+        // buffer, owned by a synthetic task all the same (seed §5: "nullptr when alloc(0)").
+        let (bytes, aligned) = dense_bytes(shape.len() as u32, &sh, dtype)
+            .and_then(|b| Some((b, align_up(b)?)))
             .ok_or_else(|| {
-                Error::new(Status::InvalidArgument, "alloc: empty or overflowing shape")
+                Error::new(
+                    Status::InvalidArgument,
+                    "alloc: the shape's size in bytes overflows",
+                )
             })?;
-        let aligned = align_up(bytes)
-            .ok_or_else(|| Error::new(Status::InvalidArgument, "alloc: size overflows"))?;
         if aligned > self.e.heap.rings[0].size() {
             return Err(heap_error(
                 HeapError::TooLarge,
@@ -307,9 +310,11 @@ impl Orchestrator {
         if self.e.trace.on() {
             self.e.trace.node(rr.id, sid, "alloc", "alloc");
         }
-        let fp = Footprint::dense(ptr as u64, bytes);
-        let key = self.e.tensormap.lock().insert(rr.id, &fp, sid);
-        d.outputs.push(key);
+        if bytes > 0 {
+            let fp = Footprint::dense(ptr as u64, bytes);
+            let key = self.e.tensormap.lock().insert(rr.id, &fp, sid);
+            d.outputs.push(key);
+        }
         slot.core.complete_synthetic(0); // scope reference charged by the claim
         Ok((
             ptr,

@@ -139,9 +139,9 @@ impl Fz {
                 dset.push(Status::InvalidArgument);
             }
             16..=19 => {
+                // An empty shape: a NULL buffer and no heap space (seed §5, alloc(0)).
                 ndim = ndim.max(1);
                 shape[(self.rng.below(ndim as u64)) as usize] = 0;
-                dset.push(Status::InvalidArgument);
             }
             20..=22 => {
                 ndim = 2;
@@ -168,7 +168,7 @@ impl Fz {
         let rec = self.next_rec;
         let depth = ri.map_or(1, |r| self.runs[r].frames.len());
         let ring_i = (depth - 1).min(3);
-        // `aligned` is not 0 for an alloc without defects (its shape has no zero extent).
+        // `aligned` is 0 only for an empty shape, which reserves nothing.
         let Some((exp, lv, start)) =
             self.predict_call(&oc, &pre, &dset, ring_i, aligned, "an alloc")?
         else {
@@ -222,36 +222,44 @@ impl Fz {
         let node = self.nodes.len();
         let size = self.workers[w].ring_size();
         let ptr = p as u64;
-        let base = self.ring_base(w, ring_i, ptr, start)?;
-        self.check(
-            ptr == base + start % size && ptr % 1024 == 0,
-            "dagrt_alloc address",
-            || {
-                format!(
-                    "alloc returned {ptr:#x}, the ring model expects {:#x}",
-                    base + start % size
-                )
-            },
-        )?;
-        let handle = (!null_handle).then_some(h);
-        let seq = self.take_seq(w, ri, handle)?;
-        let rm = &mut self.workers[w].rings[ring_i];
-        rm.res.push((start, start + aligned, node));
-        rm.top = start + aligned;
-        self.drop_reallocated(ri, ptr, ptr + aligned);
-        let tm = &mut self.runs[ri].tmap;
-        tm.push((ptr, ptr + bytes, node));
         let frame = *self.runs[ri]
             .frames
             .last()
             .expect("an open run has a frame");
-        self.heapbufs.push(HeapBuf {
-            ptr,
-            len: bytes,
-            run: ri,
-            frame,
-            node,
-        });
+        let handle = (!null_handle).then_some(h);
+        if bytes == 0 {
+            // No slab and no TensorMap entry: only the synthetic task.
+            self.check(ptr == 0, "dagrt_alloc address", || {
+                format!("alloc of an empty shape returned {ptr:#x}, not NULL")
+            })?;
+        } else {
+            let base = self.ring_base(w, ring_i, ptr, start)?;
+            self.check(
+                ptr == base + start % size && ptr % 1024 == 0,
+                "dagrt_alloc address",
+                || {
+                    format!(
+                        "alloc returned {ptr:#x}, the ring model expects {:#x}",
+                        base + start % size
+                    )
+                },
+            )?;
+        }
+        let seq = self.take_seq(w, ri, handle)?;
+        if bytes > 0 {
+            let rm = &mut self.workers[w].rings[ring_i];
+            rm.res.push((start, start + aligned, node));
+            rm.top = start + aligned;
+            self.drop_reallocated(ri, ptr, ptr + aligned);
+            self.runs[ri].tmap.push((ptr, ptr + bytes, node));
+            self.heapbufs.push(HeapBuf {
+                ptr,
+                len: bytes,
+                run: ri,
+                frame,
+                node,
+            });
+        }
         self.nodes.push(NodeM {
             run: ri,
             worker: w,
