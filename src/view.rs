@@ -244,6 +244,69 @@ impl Footprint {
         }
     }
 
+    /// The byte runs `[a, b)` of this footprint within `[lo, hi)`, sorted and merged, into
+    /// `out` (cleared first). False, with `out` unusable, when the footprint has more than
+    /// `budget` runs: the caller then answers conservatively.
+    pub fn runs_within(&self, lo: u64, hi: u64, budget: u64, out: &mut Vec<(u64, u64)>) -> bool {
+        out.clear();
+        let clip = |a: u64, b: u64| (a.max(lo), b.min(hi));
+        if self.dense {
+            let (a, b) = clip(self.lo, self.hi);
+            if a < b {
+                out.push((a, b));
+            }
+            return true;
+        }
+        // The contiguous run the innermost dimensions make, then an odometer over the rest.
+        let dims = self.dims();
+        let (mut w, mut k) = (1u64, 0);
+        while k < dims.len() && dims[k].0 == w {
+            w *= dims[k].1;
+            k += 1;
+        }
+        let outer = &dims[k..];
+        if outer
+            .iter()
+            .try_fold(1u64, |n, d| n.checked_mul(d.1))
+            .is_none_or(|n| n > budget)
+        {
+            return false;
+        }
+        let mut at = [0u64; MAX_DIMS];
+        loop {
+            let off: u64 = outer.iter().zip(&at).map(|(d, &i)| d.0 * i).sum();
+            let (a, b) = clip(self.lo + off, self.lo + off + w);
+            if a < b {
+                out.push((a, b));
+            }
+            // The next index, innermost outer dimension first.
+            let mut j = 0;
+            while j < outer.len() {
+                at[j] += 1;
+                if at[j] < outer[j].1 {
+                    break;
+                }
+                at[j] = 0;
+                j += 1;
+            }
+            if j == outer.len() {
+                break;
+            }
+        }
+        out.sort_unstable();
+        let mut m = 0;
+        for i in 0..out.len() {
+            if m > 0 && out[i].0 <= out[m - 1].1 {
+                out[m - 1].1 = out[m - 1].1.max(out[i].1);
+            } else {
+                out[m] = out[i];
+                m += 1;
+            }
+        }
+        out.truncate(m);
+        true
+    }
+
     /// Exact overlap of two row sets with the same stride, in O(1) (the case that dominates
     /// tiled algorithms, where the generic comparison below costs a thousand instructions).
     fn rows_overlap(&self, o: &Footprint) -> Option<bool> {
@@ -738,6 +801,55 @@ mod tests {
         let w = view(base, 0, DataType::U64, &[4, 8], &[2, 1]);
         assert!(w.dense && w.hi - w.lo == 14 * 8);
         assert!(w.covers(&view(base, 0, DataType::U64, &[4], &[])));
+    }
+
+    /// `runs_within` gives exactly the bytes a view touches inside a window, merged into
+    /// runs (brute force over tiles, overlapping and broadcast views, and windows cutting
+    /// them anywhere), and refuses a view with more runs than its budget.
+    #[test]
+    fn runs_within_a_window_are_the_views_bytes() {
+        let base = 1u64 << 20;
+        let views = [
+            (vec![4, 3], vec![1, 10]),
+            (vec![2, 3, 2], vec![1, 5, 40]),
+            (vec![3, 4], vec![2, 1]),
+            (vec![6], vec![3]),
+            (vec![4, 4], vec![1, 4]),
+            (vec![2, 2, 3], vec![7, 1, 3]),
+        ];
+        let mut runs = Vec::new();
+        let mut checked = 0;
+        for (shape, strides) in &views {
+            let v = view(base, 0, DataType::U8, shape, strides);
+            let mut bytes = std::collections::BTreeSet::new();
+            let n: u64 = shape.iter().product();
+            for flat in 0..n {
+                let (mut rest, mut off) = (flat, 0);
+                for (c, s) in shape.iter().zip(strides) {
+                    off += (rest % c) * s;
+                    rest /= c;
+                }
+                bytes.insert(base + off);
+            }
+            for lo in base - 2..v.hi + 2 {
+                for hi in lo..v.hi + 3 {
+                    assert!(v.runs_within(lo, hi, 1000, &mut runs));
+                    let got: std::collections::BTreeSet<u64> =
+                        runs.iter().flat_map(|&(a, b)| a..b).collect();
+                    let want = bytes.range(lo..hi).copied().collect();
+                    assert_eq!(got, want, "{shape:?} {strides:?} in [{lo}, {hi})");
+                    assert!(
+                        runs.windows(2).all(|p| p[0].1 < p[1].0),
+                        "{runs:?} not merged"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000);
+        let t = tile(base, 64, 0, 0, 8, 8);
+        assert!(t.runs_within(t.lo, t.hi, 8, &mut runs) && runs.len() == 8);
+        assert!(!t.runs_within(t.lo, t.hi, 7, &mut runs));
     }
 
     #[test]

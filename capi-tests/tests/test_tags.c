@@ -218,6 +218,39 @@ static void test_shadowing_outlives_the_newer_writer(void)
     teardown();
 }
 
+/* Seed §7 (WAW: "new consumers depend only on the latest") when no single newer writer
+ * covers the read: w1 writes a 4x4 tile and fails; w2 and w3 write its top and bottom two
+ * rows. A reader of the whole tile reads only bytes w2 and w3 wrote: it runs, unpoisoned by
+ * w1, and sees their values. A reader of the tile and the row below it still reads bytes
+ * only w1 wrote, and is poisoned. */
+static void test_read_rewritten_by_several_newer_writers(void)
+{
+    static double m[16 * 16];
+    dagrt_run_id run;
+    h_step w1 = h_step_id(60), w2 = h_op_step(61, H_OP_FILL, 5), w3 = h_op_step(62, H_OP_FILL, 5);
+    h_step r = h_op_step(63, H_OP_READ, 0), r5 = h_step_id(64);
+    dagrt_tensor t1 = h_tile(m, 0, DAGRT_DTYPE_F64, 5, 4, 16, DAGRT_TAG_OUTPUT);
+    dagrt_tensor t2 = h_tile(m, 0, DAGRT_DTYPE_F64, 2, 4, 16, DAGRT_TAG_OUTPUT);
+    dagrt_tensor t3 = h_tile(m, 2 * sizeof(double), DAGRT_DTYPE_F64, 2, 4, 16, DAGRT_TAG_OUTPUT);
+    dagrt_tensor tr = h_tile(m, 0, DAGRT_DTYPE_F64, 4, 4, 16, DAGRT_TAG_INPUT);
+    dagrt_tensor tr5 = h_tile(m, 0, DAGRT_DTYPE_F64, 5, 4, 16, DAGRT_TAG_INPUT);
+    w1.fail = 1;
+    REQUIRE(setup());
+    REQUIRE_OK(dagrt_begin_run(O, &run));
+    SUBMIT_STEP(O, &w1, 0, &t1, 1, NULL, 0, NULL);
+    SUBMIT_STEP(O, &w2, 1, &t2, 1, NULL, 0, NULL);
+    SUBMIT_STEP(O, &w3, 2, &t3, 1, NULL, 0, NULL);
+    SUBMIT_STEP(O, &r, 1, &tr, 1, NULL, 0, NULL);
+    SUBMIT_STEP(O, &r5, 2, &tr5, 1, NULL, 0, NULL);
+    EXPECT_ERROR(h_finish_run(W, O, run), DAGRT_STATUS_TASK_FAILED, "step 60");
+    CHECKF(h_runs(63) == 1, "the reader of bytes only w2 and w3 wrote ran %u times: poisoned "
+                            "by w1, which they rewrote",
+           h_runs(63));
+    CHECKF(h_read[63] == 5.0 * 16, "reader saw %g, expected %g", h_read[63], 5.0 * 16);
+    CHECKF(h_runs(64) == 0, "the reader of a row only w1 wrote ran");
+    teardown();
+}
+
 static void test_output_existing_like_output(void)
 {
     output_after_output(DAGRT_TAG_OUTPUT_EXISTING);
@@ -425,6 +458,7 @@ int main(void)
     RUN_TEST(test_output_existing_like_output);
     RUN_TEST(test_partial_overwrite_shadows_the_older_writer);
     RUN_TEST(test_shadowing_outlives_the_newer_writer);
+    RUN_TEST(test_read_rewritten_by_several_newer_writers);
     RUN_TEST(test_no_dep_ignored);
     RUN_TEST(test_repeated_producer_collapses);
     RUN_TEST(test_waw_via_inout);

@@ -436,6 +436,31 @@ mod tests {
         }
     }
 
+    /// Seed §7 (WAW: "new consumers depend only on the latest"), for a read whose bytes
+    /// several newer writers rewrote between them, none covering it alone: W1 writes 64
+    /// bytes, W2 and W3 interleaved rows of its first 32. A reader of those 32 depends on W2
+    /// and W3 only; a reader of one byte more, on W1 too. W3 consumed leaves a marker
+    /// that still stands for its bytes.
+    #[test]
+    fn a_read_rewritten_by_several_newer_writers_depends_only_on_them() {
+        use crate::task::DataType;
+        let base = 1u64 << 20;
+        let rows = |off: u64| {
+            crate::view::test_footprint(base, off, DataType::U8, &[8, 2], &[1, 16]).unwrap()
+        };
+        let mut m = Inner::default();
+        m.insert(1, &Footprint::dense(base, 64), 11);
+        m.insert(1, &rows(0), 22);
+        let k3 = m.insert(1, &rows(8), 33);
+        assert_eq!(owners(&mut m, 1, base, 32), vec![22, 33]);
+        assert_eq!(owners(&mut m, 1, base + 4, 20), vec![22, 33]);
+        assert_eq!(owners(&mut m, 1, base, 33), vec![11, 22, 33]);
+        assert_eq!(owners(&mut m, 1, base + 8, 8), vec![33]);
+        m.erase(1, 33, &[k3]);
+        assert_eq!(owners(&mut m, 1, base, 32), vec![22]);
+        assert_eq!(owners(&mut m, 1, base, 40), vec![11, 22]);
+    }
+
     /// `alone_for` answers exactly as the search it skips: random writes, reads and erases
     /// of tiles (several shapes, some overlapping, some the same view at another origin),
     /// column blocks and dense ranges of one column-major matrix, applied to a map that

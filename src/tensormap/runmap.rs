@@ -119,6 +119,41 @@ fn overlaps(e: &MapEntry, fp: &Footprint, strided: &[Footprint]) -> bool {
     }
 }
 
+/// Overlapping entries a read's joint-rewrite test considers at most (`rewritten`).
+const JOINT_ENTRIES: usize = 8;
+/// Byte runs a footprint may have for the joint-rewrite test (a tile has one per column).
+const JOINT_RUNS: u64 = 1024;
+
+/// `a` (sorted, disjoint byte runs) intersected with `b` (`keep`) or less `b`, in place.
+fn runs_apply(a: &mut Vec<(u64, u64)>, b: &[(u64, u64)], keep: bool) {
+    let mut out = Vec::with_capacity(a.len());
+    let mut j = 0;
+    for &(mut x0, x1) in a.iter() {
+        while j < b.len() && b[j].1 <= x0 {
+            j += 1;
+        }
+        let mut k = j;
+        while x0 < x1 {
+            let Some(&(y0, y1)) = b.get(k).filter(|y| y.0 < x1) else {
+                if !keep {
+                    out.push((x0, x1));
+                }
+                break;
+            };
+            if y0 > x0 && !keep {
+                out.push((x0, y0));
+            }
+            let end = y1.min(x1);
+            if keep && y0.max(x0) < end {
+                out.push((y0.max(x0), end));
+            }
+            x0 = end.max(x0);
+            k += 1;
+        }
+    }
+    *a = out;
+}
+
 /// Put `e` in the entry slab (a free entry first); returns its index.
 fn alloc_entry(entries: &mut Vec<MapEntry>, free: &mut Vec<u32>, e: MapEntry) -> u32 {
     match free.pop() {
@@ -392,10 +427,53 @@ impl RunMap {
         };
         for &i in idxs {
             let e = &self.entries[i as usize];
-            if e.seq >= floor && e.owner != FINISHED {
+            if e.seq >= floor && e.owner != FINISHED && !self.rewritten(e, fp, idxs) {
                 f(e.owner);
             }
         }
+    }
+
+    /// Whether newer entries among `idxs` (the entries overlapping `fp`) wrote, between
+    /// them, every byte of `e` that a reader of `fp` reads: then the reader depends only on
+    /// them (seed §7, WAW), though no one of them covers it (say a matrix written whole,
+    /// then rewritten tile by tile, then read a panel at a time). Exact by byte runs for a
+    /// few entries of a few runs each; beyond that, false (an extra edge, never a lost one).
+    fn rewritten(&self, e: &MapEntry, fp: &Footprint, idxs: &[u32]) -> bool {
+        if idxs.len() < 2 || idxs.len() > JOINT_ENTRIES {
+            return false;
+        }
+        if !idxs.iter().any(|&j| self.entries[j as usize].seq > e.seq) {
+            return false;
+        }
+        self.rewritten_by_runs(e, fp, idxs)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rewritten_by_runs(&self, e: &MapEntry, fp: &Footprint, idxs: &[u32]) -> bool {
+        let (lo, hi) = (e.lo.max(fp.lo), e.hi.min(fp.hi));
+        let (mut left, mut read, mut newer) = (Vec::new(), Vec::new(), Vec::new());
+        if !self.footprint(e).runs_within(lo, hi, JOINT_RUNS, &mut left)
+            || !fp.runs_within(lo, hi, JOINT_RUNS, &mut read)
+        {
+            return false;
+        }
+        // The bytes of `e` the reader reads, less each newer entry's.
+        runs_apply(&mut left, &read, true);
+        for &j in idxs {
+            let n = &self.entries[j as usize];
+            if left.is_empty() {
+                break;
+            }
+            if n.seq > e.seq
+                && self
+                    .footprint(n)
+                    .runs_within(lo, hi, JOINT_RUNS, &mut newer)
+            {
+                runs_apply(&mut left, &newer, false);
+            }
+        }
+        left.is_empty()
     }
 
     /// An insert of a dense footprint within one granule (a small buffer, the common case):
@@ -600,6 +678,41 @@ impl RunMap {
 
 #[cfg(test)]
 pub(super) mod tests {
+    /// `runs_apply` against byte sets: random sorted disjoint run lists, kept and removed.
+    #[test]
+    fn runs_apply_intersects_and_subtracts_exactly() {
+        let mut rng = 12345u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let runs = |next: &mut dyn FnMut(u64) -> u64| {
+            let (mut v, mut at) = (Vec::new(), next(4));
+            while at < 60 {
+                let len = 1 + next(6);
+                v.push((at, at + len));
+                at += len + 1 + next(5);
+            }
+            v
+        };
+        let set = |v: &[(u64, u64)]| v.iter().flat_map(|&(a, b)| a..b).collect::<Vec<_>>();
+        for _ in 0..2000 {
+            let (a, b) = (runs(&mut next), runs(&mut next));
+            for keep in [true, false] {
+                let mut got = a.clone();
+                super::runs_apply(&mut got, &b, keep);
+                let want: Vec<u64> = set(&a)
+                    .into_iter()
+                    .filter(|x| set(&b).contains(x) == keep)
+                    .collect();
+                assert_eq!(set(&got), want, "{a:?} {b:?} keep {keep}");
+                assert!(got.iter().all(|r| r.0 < r.1), "{got:?}");
+            }
+        }
+    }
+
     thread_local! {
         /// Turns `alone_for` off: the differential test's reference map searches every time.
         pub(in crate::tensormap) static SEARCH_ALWAYS: std::cell::Cell<bool> =
