@@ -265,14 +265,31 @@ impl Footprint {
             k += 1;
         }
         let outer = &dims[k..];
-        if outer
-            .iter()
-            .try_fold(1u64, |n, d| n.checked_mul(d.1))
-            .is_none_or(|n| n > budget)
-        {
+        let n = outer.len();
+        // Of the outermost dimension, only the indices whose runs can meet the window: a
+        // view of many rows read a few rows at a time lists only those.
+        let mut counts = [0u64; MAX_DIMS];
+        for (c, d) in counts.iter_mut().zip(outer) {
+            *c = d.1;
+        }
+        let mut first = 0;
+        if let Some(&(s, c)) = outer.last() {
+            let inner: u64 = w + outer[..n - 1].iter().map(|d| d.0 * (d.1 - 1)).sum::<u64>();
+            first = (lo.saturating_sub(self.lo).saturating_sub(inner) / s).min(c);
+            let last = (hi.saturating_sub(self.lo) / s).min(c - 1);
+            counts[n - 1] = (last + 1).saturating_sub(first);
+        }
+        let total = counts[..n].iter().try_fold(1u64, |p, &c| p.checked_mul(c));
+        if total.is_none_or(|p| p > budget) {
             return false;
         }
+        if total == Some(0) {
+            return true;
+        }
         let mut at = [0u64; MAX_DIMS];
+        if n > 0 {
+            at[n - 1] = first;
+        }
         loop {
             let off: u64 = outer.iter().zip(&at).map(|(d, &i)| d.0 * i).sum();
             let (a, b) = clip(self.lo + off, self.lo + off + w);
@@ -281,15 +298,16 @@ impl Footprint {
             }
             // The next index, innermost outer dimension first.
             let mut j = 0;
-            while j < outer.len() {
+            while j < n {
+                let start = if j == n - 1 { first } else { 0 };
                 at[j] += 1;
-                if at[j] < outer[j].1 {
+                if at[j] < start + counts[j] {
                     break;
                 }
-                at[j] = 0;
+                at[j] = start;
                 j += 1;
             }
-            if j == outer.len() {
+            if j == n {
                 break;
             }
         }

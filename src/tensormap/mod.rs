@@ -268,6 +268,13 @@ mod tests {
     use super::grid::MAX_CLASSES;
     use super::*;
 
+    fn owners_of(m: &mut Inner, fp: &Footprint) -> Vec<SlotId> {
+        let mut v = Vec::new();
+        m.lookup(1, fp, |s| v.push(s));
+        v.sort_unstable();
+        v
+    }
+
     fn owners(m: &mut Inner, run: RunId, lo: u64, len: u64) -> Vec<SlotId> {
         let mut v = Vec::new();
         m.lookup(run, &Footprint::dense(lo, len), |s| v.push(s));
@@ -459,6 +466,26 @@ mod tests {
         m.erase(1, 33, &[k3]);
         assert_eq!(owners(&mut m, 1, base, 32), vec![22]);
         assert_eq!(owners(&mut m, 1, base, 40), vec![11, 22]);
+        assert!(runmap::tests::RUNS_TESTS.get() > 0);
+    }
+
+    /// A panel read over tiles that rewrote nothing of each other's (none shadows) reports
+    /// every tile's writer without comparing byte runs: the joint-rewrite test costs a
+    /// tiled code's panel reads nothing.
+    #[test]
+    fn a_panel_of_disjoint_tiles_skips_the_byte_runs() {
+        use crate::task::DataType;
+        let (base, ld) = (1u64 << 24, 128u64);
+        let at = |r: u64, h: u64| {
+            crate::view::test_footprint(base, r * 8, DataType::F64, &[h, 64], &[1, ld]).unwrap()
+        };
+        let mut m = Inner::default();
+        for k in 0..8 {
+            m.insert(1, &at(8 * k, 8), 10 + k);
+        }
+        let runs_before = runmap::tests::RUNS_TESTS.get();
+        assert_eq!(owners_of(&mut m, &at(0, 64)), (10..18).collect::<Vec<_>>());
+        assert_eq!(runmap::tests::RUNS_TESTS.get(), runs_before);
     }
 
     /// `alone_for` answers exactly as the search it skips: random writes, reads and erases
