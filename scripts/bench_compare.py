@@ -187,10 +187,7 @@ def main():
             halves = {h: host.get(f"{rnd}.{h}", {}) for h in ("dagrt", "peers")}
             cells = "  ".join(f"{h} {v.get('before', float('nan')):.0f}-{v.get('after', float('nan')):.0f}"
                               for h, v in halves.items() if v)
-            worst = max((v for h in halves.values() for v in h.values()), default=fastest)
-            note = ("  <- mixed: ran in part at %.1fx the fastest phase; its ratio compares two "
-                    "hosts" % (worst / fastest)) if worst > 1.3 * fastest else ""
-            print(f"  round {rnd[1:]}: {cells}{note}")
+            print(f"  round {rnd[1:]}: {cells}{host_note(halves, fastest)}")
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 
@@ -205,6 +202,24 @@ def cpu_medians(rs):
     return {"cpu_ns_per_task": {k: statistics.median(r["cpu_ns_per_task"].get(k, 0.0) for r in rs)
                                 for k in roles},
             "cpu_total_ns_per_task": statistics.median(r["cpu_total_ns_per_task"] for r in rs)}
+
+
+def host_note(halves, fastest):
+    """What a round's probes say about its ratio, from its halves' readings ({"dagrt":
+    {"before": ms, "after": ms}, "peers": ...}) and the fastest reading of any round."""
+    readings = [v for h in halves.values() for v in h.values()]
+    if not readings:
+        return ""
+    lo, hi = min(readings), max(readings)
+    # The ratio divides one half by the other: it holds when both ran in one phase, slow or
+    # fast, and compares two hosts when a phase change fell within or between the halves.
+    if hi > 1.3 * lo:
+        return ("  <- mixed: its halves ran in different phases (%.1fx apart); its ratio compares "
+                "two hosts" % (hi / lo))
+    if lo > 1.3 * fastest:
+        return ("  <- slow: the whole round ran at %.1fx the fastest phase (its ratio holds; its "
+                "figures are slow)" % (lo / fastest))
+    return ""
 
 
 def host_phases(d):

@@ -1,6 +1,6 @@
 //! The comparison scripts behind `scripts/bench.sh` on made-up results, where the right answer
 //! is known: `bench_compare.py` (medians over rounds, dagrt / best peer overall and per round,
-//! the host probe's mixed rounds, summary.json) and `bench_pairs.py` (the median and quartiles
+//! the host probe's mixed and slow rounds, summary.json) and `bench_pairs.py` (the median and quartiles
 //! of per-pair ratios, each against that pair's best peer). Needs python3 (command 2's machine
 //! has it).
 
@@ -83,12 +83,13 @@ fn compare_takes_medians_over_rounds_and_marks_mixed_rounds() {
         );
         std::fs::write(d.join(format!("peers.r{r}.txt")), peers).unwrap();
     }
-    // Round 2's peers half ends in a slow phase (2.9x the fastest probe).
+    // Round 2's peers half ends in a slow phase (2.9x the fastest probe), its dagrt half runs in
+    // a fast one: mixed. Round 3 runs wholly in a slow phase: its halves compare alike.
     std::fs::write(
         d.join("host.txt"),
         "r1.dagrt before 55.0\nr1.dagrt after 54.5\nr1.peers before 55.1\nr1.peers after 54.9\n\
          r2.peers before 55.0\nr2.peers after 160.2\nr2.dagrt before 54.6\nr2.dagrt after 54.4\n\
-         r3.dagrt before 54.8\nr3.dagrt after 55.2\nr3.peers before 54.7\nr3.peers after 55.0\n\
+         r3.dagrt before 150.8\nr3.dagrt after 155.2\nr3.peers before 154.7\nr3.peers after 149.0\n\
          pairs before 54.0\n",
     )
     .unwrap();
@@ -134,10 +135,13 @@ fn compare_takes_medians_over_rounds_and_marks_mixed_rounds() {
         table.contains("every submit runs on it): W1 90 (sub)"),
         "{table}"
     );
-    // The mixed round, and only it, is marked.
+    // The mixed round, and only it, is marked so; the slow one is marked slow.
     let marked: Vec<&str> = table.lines().filter(|l| l.contains("mixed")).collect();
     assert_eq!(marked.len(), 1, "{table}");
     assert!(marked[0].trim_start().starts_with("round 2:"), "{table}");
+    let slow: Vec<&str> = table.lines().filter(|l| l.contains("<- slow")).collect();
+    assert_eq!(slow.len(), 1, "{table}");
+    assert!(slow[0].trim_start().starts_with("round 3:"), "{table}");
     assert!(close(
         s["host_probe_ms"]["r2.peers"]["after"].as_f64().unwrap(),
         160.2
