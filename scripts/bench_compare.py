@@ -47,8 +47,12 @@ def main():
     pe = {}
     pe_tasks = {}
     phys = {}
+    # The rounds that ran the peers, and (peer, workload) -> the rounds that have its figure.
+    peer_rounds = set()
+    pe_rounds = {}
     for path in sorted(glob.glob(os.path.join(d, "peers.r*.txt"))):
         rnd = round_of(path)
+        peer_rounds.add(rnd)
         for line in open(path):
             p = line.split()
             if len(p) != 4 or line.startswith("#"):
@@ -62,6 +66,7 @@ def main():
             else:
                 pe.setdefault((p[0], p[1]), []).append(v)
                 pe_tasks.setdefault((p[0], p[1]), set()).add(p[2])
+                pe_rounds.setdefault((p[0], p[1]), set()).add(rnd)
                 by_round.setdefault(rnd, {})[(p[0], p[1])] = v
 
     summary = {"results_dir": os.path.abspath(d), "lanes": lanes, "workloads": {},
@@ -97,6 +102,8 @@ def main():
     # Workloads whose figures come from different task counts (a --n passed to the bench, or
     # peers run at another N): their ratio compares two workloads.
     mismatched = {}
+    # (peer, workload) -> the peer rounds without its figure, for the peers in the table.
+    missing = {}
     # (workload, dagrt's best kind, its submitting thread's CPU per task), where measured.
     floors = []
     hdr = (["workload", "dagrt best", "kind"] + [f"dagrt {k}" for k in kinds]
@@ -116,6 +123,11 @@ def main():
         for p in peer_names:
             if (p, w) in pe:
                 ent["peers"][p] = statistics.median(pe[(p, w)])
+                # A median over fewer rounds than the others' can pick a different best peer.
+                gone = sorted(peer_rounds - pe_rounds[(p, w)])
+                if gone:
+                    missing[(p, w)] = gone
+                    ent.setdefault("peer_rounds_missing", {})[p] = gone
         counts = {str(x["tasks"]) for x in summary["dagrt_all"]
                   if x["workload"] == w and x["lanes"] == lanes}
         for p in peer_names:
@@ -159,6 +171,10 @@ def main():
     for w, counts in mismatched.items():
         print(f"WARNING: {w}'s figures come from different task counts ({', '.join(counts)}): "
               "its ratio compares different workloads")
+    for (p, w), gone in sorted(missing.items()):
+        print(f"WARNING: {p} has no {w} figure in round{'s' if len(gone) > 1 else ''} "
+              f"{', '.join(map(str, gone))}: its median is over {len(peer_rounds) - len(gone)} "
+              f"of {len(peer_rounds)} rounds")
     if floors:
         print("dagrt's submitting thread, CPU ns per task (a floor under dagrt's figure: every "
               "submit runs on it): " + ", ".join(f"{w} {v:.0f} ({k})" for w, k, v in floors))

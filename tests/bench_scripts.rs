@@ -381,3 +381,52 @@ fn compare_flags_different_task_counts() {
     );
     assert!(!table.contains("WARNING: W2"), "{table}");
 }
+
+/// A peer missing from some round (its run died, or its line was lost) has its median taken
+/// over the rounds it has, which can make it the best peer: the table names the peer, the
+/// workload and the rounds, and summary.json lists them; a peer present throughout is not named.
+#[test]
+fn compare_warns_of_a_peer_missing_from_rounds() {
+    let d = scratch("compare-missing");
+    // TBB's W1 only in rounds 1 and 3 (its 300 of round 2 would have made OpenMP the best).
+    for (r, tbb_w1) in [
+        (1, "tbb-t2 W1 100000 150\n"),
+        (2, ""),
+        (3, "tbb-t2 W1 100000 160\n"),
+    ] {
+        std::fs::write(
+            d.join(format!("dagrt.r{r}.jsonl")),
+            dagrt_line("W1", "sub", 100.0) + "\n" + &dagrt_line("W2", "sub", 100.0) + "\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join(format!("peers.r{r}.txt")),
+            format!("omp-t2 W1 100000 200\n{tbb_w1}omp-t2 W2 100000 200\ntbb-t2 W2 100000 210\n"),
+        )
+        .unwrap();
+    }
+    let table = python("bench_compare.py", &[&d], &[]);
+    assert!(
+        table.contains(
+            "WARNING: tbb-t2 has no W1 figure in round 2: its median is over 2 of 3 rounds"
+        ),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains("has no")).count(),
+        1,
+        "{table}"
+    );
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        s["workloads"]["W1"]["peer_rounds_missing"],
+        serde_json::json!({"tbb-t2": [2]}),
+        "{table}"
+    );
+    assert!(
+        s["workloads"]["W2"].get("peer_rounds_missing").is_none(),
+        "{table}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
