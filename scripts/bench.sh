@@ -29,7 +29,9 @@
 # object per measurement) and dagrt.rN.log, peers.rN.txt and peers.rN.log (raw run.sh
 # output), table.txt (what is printed) and summary.json (machine-readable summary), pairs.jsonl
 # and pairs.txt (the tight pairs), host.txt (scripts/host_probe.c's ms before and after each
-# part: the host's phase, which bench_compare.py reports per round).
+# part: the host's phase, which bench_compare.py reports per round), chol.txt (one line per
+# Cholesky rep; a failed rep as "# FAILED ...", left out of the medians), chol.log (their
+# stderr) and chol_table.txt (bench_compare.py --chol: the table and the dropped reps).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -140,6 +142,28 @@ if [ "${CHOL:-1}" = 1 ]; then
     . "$root/scripts/chol_peers.sh"
     chol_peers_build 2 "$out/chol_build.log"
     : > "$out/chol.txt"
+    # One rep of one runtime: $1 who (omp, starpu, lapack), $2 n, $3 b, then the command. Its
+    # result line "label n b tasks seconds gflops residual" goes to chol.txt. The programs print
+    # that line before they check the residual and exit 2 on a failed check, so a line alone
+    # does not make a valid rep: one that exits nonzero or prints no line goes in as
+    # "# FAILED who n b exit rc[: its line]", which the table lists as dropped, and is reported
+    # here with its stderr's last lines. The other reps still run: the table says what is missing.
+    chol_rep() {
+        local who=$1 n=$2 b=$3 rc=0 line
+        shift 3
+        "$@" > "$out/chol.rep.out" 2> "$out/chol.rep.err" || rc=$?
+        cat "$out/chol.rep.err" >> "$out/chol.log"
+        line=$(grep -m1 -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' \
+            "$out/chol.rep.out" || true)
+        if [ "$rc" = 0 ] && [ -n "$line" ]; then
+            echo "$line" >> "$out/chol.txt"
+            return 0
+        fi
+        echo "== Cholesky rep of $who at n=$n b=$b failed: exit $rc, ${line:-no result line}" \
+            "(dropped from the table; its stderr ends, full log $out/chol.log):" >&2
+        tail -5 "$out/chol.rep.err" | sed 's/^/   /' >&2
+        echo "# FAILED $who $n $b exit $rc${line:+: $line}" >> "$out/chol.txt"
+    }
     probe chol before
     # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
@@ -154,43 +178,13 @@ if [ "${CHOL:-1}" = 1 ]; then
             peers="omp starpu"
             case $lapack_done in *" $n "*) ;; *) peers="$peers lapack" lapack_done="$lapack_done$n " ;; esac
             for peer in $peers; do
-                chol_peer "$peer" "$n" "$b" 2 2>> "$out/chol.log" \
-                    | grep -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' \
-                    >> "$out/chol.txt" || true
+                chol_rep "$peer" "$n" "$b" chol_peer "$peer" "$n" "$b" 2
             done
         done
     done
     probe chol after
+    rm -f "$out/chol.rep.out" "$out/chol.rep.err"
     show_probe chol "the Cholesky reps"
-    python3 - "$out/chol.txt" <<'PY' | tee "$out/chol_table.txt"
-import collections, statistics, sys
-runs = collections.defaultdict(list)
-limit = collections.defaultdict(list)  # whole-matrix LAPACK, per n (it has no tile size)
-for line in open(sys.argv[1]):
-    f = line.split()
-    if len(f) >= 6:
-        if f[0].startswith("lapack"):
-            limit[(f[1], f[0])].append(float(f[5]))
-        else:
-            runs[(f[1], f[2])].append((f[0], float(f[5])))
-print("tiled Cholesky, GFLOP/s (median of reps), 2 threads")
-for (n, b), rs in sorted(runs.items()):
-    by = collections.defaultdict(list)
-    for peer, g in rs:
-        by[peer].append(g)
-    med = {p: statistics.median(v) for p, v in by.items()}
-    peers = {p: g for p, g in med.items() if not p.startswith("dagrt")}
-    best = max(peers.items(), key=lambda x: x[1]) if peers else ("-", float("nan"))
-    cells = "  ".join(f"{p} {g:.1f}" for p, g in sorted(med.items()))
-    lim = "  ".join(f"limit {p} {statistics.median(v):.1f}" for (ln, p), v in sorted(limit.items()) if ln == n)
-    d = max((g for p, g in med.items() if p.startswith("dagrt")), default=float("nan"))
-    # The host has slow phases of seconds in which every runtime's reps drop together (see
-    # docs/performance.md): each runtime's fastest rep is the one a quiet phase measured.
-    top = {p: max(v) for p, v in by.items()}
-    tp = max((g for p, g in top.items() if not p.startswith("dagrt")), default=float("nan"))
-    td = max((g for p, g in top.items() if p.startswith("dagrt")), default=float("nan"))
-    print(f"n={n} b={b}: {cells}  {lim}  | dagrt / best tiled peer ({best[0]}) = {d / best[1]:.2f}"
-          f"  (fastest reps: {td:.1f} / {tp:.1f} = {td / tp:.2f})")
-PY
+    python3 "$root/scripts/bench_compare.py" --chol "$out/chol.txt" | tee "$out/chol_table.txt"
 fi
 echo "results: $out" >&2

@@ -2,6 +2,7 @@
 """Compare dagrt's workload bench with the peer harness, from a scripts/bench.sh results dir.
 
 Usage: scripts/bench_compare.py RESULTS_DIR [--lanes 2]
+       scripts/bench_compare.py --chol CHOL_TXT     (the tiled Cholesky table: see chol_table)
 
 Reads RESULTS_DIR/dagrt.r*.jsonl (benches/workloads.rs output) and RESULTS_DIR/peers.r*.txt
 (run.sh output: "peer workload N ns_per_task"). Per figure, the median over rounds of each
@@ -11,6 +12,7 @@ dagrt best lane kind, each kind, each peer "-t<lanes>", dagrt best / best peer, 
 ratio within each round (dagrt and the peers run back to back in a round, so the spread of
 these shows how far the machine's drift moves the ratio). Writes RESULTS_DIR/summary.json.
 """
+import collections
 import glob
 import json
 import os
@@ -23,6 +25,11 @@ def main():
     args = sys.argv[1:]
     if not args:
         sys.exit(__doc__)
+    if args[0] == "--chol":
+        if len(args) != 2:
+            sys.exit(__doc__)
+        print(chol_table(args[1]), end="")
+        return
     d = args[0]
     lanes = 2
     if "--lanes" in args:
@@ -206,6 +213,92 @@ def main():
             print(f"  round {rnd[1:]}: {cells}{host_note(halves, fastest)}")
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
+
+
+# The Cholesky programs' check: ||A - L L^T||_F / ||A||_F must be below this.
+CHOL_CHECK_LIMIT = 1e-12
+
+
+def chol_table(path):
+    """The tiled Cholesky table, as text, from the chol.txt scripts/bench.sh writes: one line
+    per rep, "label n b tasks seconds gflops residual" (dagrt's example with --peer-lines, the
+    peers, whole-matrix LAPACK with a label lapack-*), and "# FAILED who n b exit rc[: line]"
+    for a rep that exited nonzero or printed no result line (who: dagrt, omp, starpu, lapack;
+    line: the result line it printed). A rep counts only when it exited 0 with a residual below
+    the check's limit; the others are listed after the table, per runtime and size, with why."""
+    runs = collections.defaultdict(list)  # (n, b) -> [(label, gflops)], the tiled runtimes
+    limit = collections.defaultdict(list)  # (n, label) -> [gflops], whole-matrix LAPACK
+    dropped = collections.defaultdict(list)  # (label, n, b or None for LAPACK) -> [why]
+    sizes = set()  # every (n, b) a tiled rep ran at, failed or not
+
+    def key(label, n, b):
+        return (label, n, None if label.startswith("lapack") else b)
+
+    for line in open(path):
+        f = line.split()
+        if line.startswith("# FAILED") and len(f) >= 7:
+            # Every program prints its result line, residual included, before it checks the
+            # residual and exits 2: the line is kept here only to say why the rep is dropped.
+            who, n, b, rc, res = f[2], f[3], f[4], f[6].rstrip(":"), f[7:]
+            label = res[0] if res else who
+            why = f"exit {rc}" + (f", residual {res[6]}" if len(res) >= 7 else ", no result line")
+            dropped[key(label, n, b)].append(why)
+            if not label.startswith("lapack"):
+                sizes.add((n, b))
+            continue
+        if len(f) < 7 or line.startswith("#"):
+            continue
+        label, n, b = f[0], f[1], f[2]
+        try:
+            res = float(f[6])
+        except ValueError:
+            res = float("nan")
+        if not label.startswith("lapack"):
+            sizes.add((n, b))
+        if not res < CHOL_CHECK_LIMIT:  # NaN too: a failed run prints nan
+            dropped[key(label, n, b)].append(f"residual {f[6]} >= {CHOL_CHECK_LIMIT:.0e}")
+        elif label.startswith("lapack"):
+            limit[(n, label)].append(float(f[5]))
+        else:
+            runs[(n, b)].append((label, float(f[5])))
+
+    def fmt(x, digits=2):  # NaN: a size with no valid rep of dagrt or of any peer
+        return "-" if x != x else f"{x:.{digits}f}"
+
+    out = ["tiled Cholesky, GFLOP/s (median of reps), 2 threads"]
+    nan = float("nan")
+    for n, b in sorted(sizes, key=lambda s: (int(s[0]), int(s[1]))):
+        by = collections.defaultdict(list)
+        for label, g in runs.get((n, b), []):
+            by[label].append(g)
+        med = {p: statistics.median(v) for p, v in by.items()}
+        peers = {p: g for p, g in med.items() if not p.startswith("dagrt")}
+        best = max(peers.items(), key=lambda x: x[1]) if peers else ("-", nan)
+        cells = "  ".join(f"{p} {g:.1f}" for p, g in sorted(med.items()))
+        lim = "  ".join(f"limit {p} {statistics.median(v):.1f}"
+                        for (ln, p), v in sorted(limit.items()) if ln == n)
+        d = max((g for p, g in med.items() if p.startswith("dagrt")), default=nan)
+        # The host has slow phases of seconds in which every runtime's reps drop together (see
+        # docs/performance.md): each runtime's fastest rep is the one a quiet phase measured.
+        top = {p: max(v) for p, v in by.items()}
+        tp = max((g for p, g in top.items() if not p.startswith("dagrt")), default=nan)
+        td = max((g for p, g in top.items() if p.startswith("dagrt")), default=nan)
+        out.append(f"n={n} b={b}: {cells or 'no valid rep'}  {lim}  | dagrt / best tiled peer "
+                   f"({best[0]}) = {fmt(d / best[1])}  (fastest reps: {fmt(td, 1)} / {fmt(tp, 1)} = "
+                   f"{fmt(td / tp)})")
+    if dropped:
+        out.append(f"dropped {sum(len(v) for v in dropped.values())} reps (not in the medians: "
+                   "their correctness check failed or they exited nonzero):")
+        for (label, n, b), whys in sorted(dropped.items(), key=lambda x: (
+                x[0][0], int(x[0][1]), int(x[0][2] or 0))):
+            kept = len(limit.get((n, label), [])) if b is None else sum(
+                1 for p, _ in runs.get((n, b), []) if p == label)
+            where = f"n={n}" if b is None else f"n={n} b={b}"
+            reasons = collections.Counter(whys)
+            out.append(f"  {label} {where}: {len(whys)} of {len(whys) + kept} ("
+                       + "; ".join(f"{w}" + (f" x{c}" if c > 1 else "")
+                                   for w, c in sorted(reasons.items())) + ")")
+    return "\n".join(out) + "\n"
 
 
 def cpu_medians(rs):

@@ -430,3 +430,58 @@ fn compare_warns_of_a_peer_missing_from_rounds() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The tiled Cholesky table (`bench_compare.py --chol`, on bench.sh's chol.txt) takes only the
+/// reps whose check passed: a peer prints its result line, residual included, before it exits
+/// 2 on a failed check, so a rep bench.sh marked FAILED and a line whose residual is not below
+/// 1e-12 (nan for a failed run) are left out of the medians and listed, per runtime and size,
+/// with the reason.
+#[test]
+fn chol_table_drops_failed_reps_and_says_which() {
+    let d = scratch("chol");
+    let path = d.join("chol.txt");
+    std::fs::write(
+        &path,
+        "dagrt-sub-t2 2048 128 816 0.050 60.00 2.512e-16\n\
+         omp-tiled-t2 2048 128 816 0.045 50.00 2.512e-16\n\
+         # FAILED starpu 2048 128 exit 2: starpu-tiled-t2 2048 128 816 0.040 90.00 3.100e-05\n\
+         lapack-dpotrf-t2 2048 2048 1 0.060 47.00 1.469e-16\n\
+         dagrt-sub-t2 2048 128 816 0.040 99.00 nan\n\
+         omp-tiled-t2 2048 128 816 0.045 52.00 2.512e-16\n\
+         starpu-tiled-t2 2048 128 816 0.048 40.00 2.512e-16\n\
+         # FAILED dagrt 4096 256 exit 1\n\
+         omp-tiled-t2 4096 256 816 0.500 45.00 2.512e-16\n",
+    )
+    .unwrap();
+    let table = python("bench_compare.py", &[], &["--chol", path.to_str().unwrap()]);
+    let row = |p: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("no {p} row:\n{table}"))
+    };
+    // dagrt 60 alone (not its nan rep's 99), OpenMP 51, StarPU 40 (not its failed 90).
+    let r = row("n=2048 b=128:");
+    assert!(
+        r.contains("dagrt-sub-t2 60.0  omp-tiled-t2 51.0  starpu-tiled-t2 40.0"),
+        "{table}"
+    );
+    assert!(r.contains("limit lapack-dpotrf-t2 47.0"), "{table}");
+    assert!(r.contains("(omp-tiled-t2) = 1.18"), "{table}");
+    assert!(r.contains("(fastest reps: 60.0 / 52.0 = 1.15)"), "{table}");
+    // A size whose dagrt reps all failed has a row, with no ratio.
+    let r = row("n=4096 b=256:");
+    assert!(
+        r.contains("omp-tiled-t2 45.0") && r.contains(") = -"),
+        "{table}"
+    );
+    assert!(table.contains("dropped 3 reps"), "{table}");
+    for want in [
+        "  dagrt n=4096 b=256: 1 of 1 (exit 1, no result line)",
+        "  dagrt-sub-t2 n=2048 b=128: 1 of 2 (residual nan >= 1e-12)",
+        "  starpu-tiled-t2 n=2048 b=128: 1 of 2 (exit 2, residual 3.100e-05)",
+    ] {
+        assert!(table.lines().any(|l| l == want), "no '{want}':\n{table}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
