@@ -22,7 +22,9 @@
 #                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256 4096:256",
 #                   the sizes the peers' README reports), 2 threads,
 #                   CHOL_REPS (default 3) reps each, one of each in turn; a median GFLOP/s
-#                   table is printed.
+#                   table is printed. A rep that fails (its check, or exits nonzero) is
+#                   reported on stderr and left out of the medians, which the table lists;
+#                   the other reps still run, and a failed dagrt rep makes the exit status 1.
 #
 # Results directory: env.txt (machine, load, commit), build.log, workloads-bench (the exact
 # bench executable every round ran), dagrt.rN.jsonl (one JSON
@@ -142,28 +144,7 @@ if [ "${CHOL:-1}" = 1 ]; then
     . "$root/scripts/chol_peers.sh"
     chol_peers_build 2 "$out/chol_build.log"
     : > "$out/chol.txt"
-    # One rep of one runtime: $1 who (omp, starpu, lapack), $2 n, $3 b, then the command. Its
-    # result line "label n b tasks seconds gflops residual" goes to chol.txt. The programs print
-    # that line before they check the residual and exit 2 on a failed check, so a line alone
-    # does not make a valid rep: one that exits nonzero or prints no line goes in as
-    # "# FAILED who n b exit rc[: its line]", which the table lists as dropped, and is reported
-    # here with its stderr's last lines. The other reps still run: the table says what is missing.
-    chol_rep() {
-        local who=$1 n=$2 b=$3 rc=0 line
-        shift 3
-        "$@" > "$out/chol.rep.out" 2> "$out/chol.rep.err" || rc=$?
-        cat "$out/chol.rep.err" >> "$out/chol.log"
-        line=$(grep -m1 -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' \
-            "$out/chol.rep.out" || true)
-        if [ "$rc" = 0 ] && [ -n "$line" ]; then
-            echo "$line" >> "$out/chol.txt"
-            return 0
-        fi
-        echo "== Cholesky rep of $who at n=$n b=$b failed: exit $rc, ${line:-no result line}" \
-            "(dropped from the table; its stderr ends, full log $out/chol.log):" >&2
-        tail -5 "$out/chol.rep.err" | sed 's/^/   /' >&2
-        echo "# FAILED $who $n $b exit $rc${line:+: $line}" >> "$out/chol.txt"
-    }
+    chol_dagrt_failed=0
     probe chol before
     # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
@@ -172,19 +153,26 @@ if [ "${CHOL:-1}" = 1 ]; then
         lapack_done=" "
         for nb in $CHOL_SIZES; do
             n=${nb%%:*} b=${nb##*:}
-            OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes 2 \
-                --reps 1 --peer-lines --no-progress 2>> "$out/chol.log" \
-                | grep '^dagrt-' >> "$out/chol.txt"
+            # A failed dagrt rep does not stop the script: it is reported now, the other sizes
+            # and reps still run, and the script exits 1 at the end.
+            chol_rep "$out/chol.txt" "$out/chol.log" dagrt "$n" "$b" \
+                env OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" \
+                --lanes 2 --reps 1 --peer-lines --no-progress ||
+                chol_dagrt_failed=$((chol_dagrt_failed + 1))
             peers="omp starpu"
             case $lapack_done in *" $n "*) ;; *) peers="$peers lapack" lapack_done="$lapack_done$n " ;; esac
             for peer in $peers; do
-                chol_rep "$peer" "$n" "$b" chol_peer "$peer" "$n" "$b" 2
+                chol_rep "$out/chol.txt" "$out/chol.log" "$peer" "$n" "$b" \
+                    chol_peer "$peer" "$n" "$b" 2 || true
             done
         done
     done
     probe chol after
-    rm -f "$out/chol.rep.out" "$out/chol.rep.err"
     show_probe chol "the Cholesky reps"
     python3 "$root/scripts/bench_compare.py" --chol "$out/chol.txt" | tee "$out/chol_table.txt"
 fi
 echo "results: $out" >&2
+if [ "${chol_dagrt_failed:-0}" -gt 0 ]; then
+    echo "bench.sh: $chol_dagrt_failed dagrt Cholesky reps failed (see above and $out/chol.log)" >&2
+    exit 1
+fi

@@ -287,8 +287,9 @@ def chol_table(path):
                    f"({best[0]}) = {fmt(d / best[1])}  (fastest reps: {fmt(td, 1)} / {fmt(tp, 1)} = "
                    f"{fmt(td / tp)})")
     if dropped:
-        out.append(f"dropped {sum(len(v) for v in dropped.values())} reps (not in the medians: "
-                   "their correctness check failed or they exited nonzero):")
+        k = sum(len(v) for v in dropped.values())
+        out.append(f"dropped {k} rep{'' if k == 1 else 's'} (not in the medians: their "
+                   "correctness check failed or they exited nonzero):")
         for (label, n, b), whys in sorted(dropped.items(), key=lambda x: (
                 x[0][0], int(x[0][1]), int(x[0][2] or 0))):
             kept = len(limit.get((n, label), [])) if b is None else sum(

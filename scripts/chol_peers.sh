@@ -29,3 +29,28 @@ chol_peer() { # <omp|starpu|lapack> <n> <b> <threads>
     *) echo "chol_peer: unknown peer $1" >&2; return 1 ;;
     esac
 }
+
+# One Cholesky rep of any runtime (dagrt's example with --peer-lines, or chol_peer): its result
+# line "label n b tasks seconds gflops residual" goes to RESULTS, its stderr to LOG. The programs
+# print that line before they check the residual and exit 2 on a failed check, so a line alone
+# does not make a valid rep: one that exits nonzero or prints no line goes in as
+# "# FAILED who n b exit rc[: its line]" (bench_compare.py --chol lists it as dropped) and is
+# reported on stderr with its stderr's last lines, as nothing else would show it. Returns 1 then.
+chol_rep() { # <results file> <log file> <who> <n> <b> <command...>
+    local res=$1 log=$2 who=$3 n=$4 b=$5 rc=0 line
+    shift 5
+    "$@" > "$res.rep.out" 2> "$res.rep.err" || rc=$?
+    cat "$res.rep.err" >> "$log"
+    line=$(grep -m1 -E '^[a-z0-9-]+ [0-9]+ [0-9-]+ [0-9]+ [0-9.]+ [0-9.]+ ' "$res.rep.out" || true)
+    if [ "$rc" = 0 ] && [ -n "$line" ]; then
+        echo "$line" >> "$res"
+    else
+        echo "== Cholesky rep of $who at n=$n b=$b failed: exit $rc, ${line:-no result line}" \
+            "(dropped from the table; full log $log); its stderr ends:" >&2
+        tail -5 "$res.rep.err" | sed 's/^/   /' >&2
+        echo "# FAILED $who $n $b exit $rc${line:+: $line}" >> "$res"
+        rc=1
+    fi
+    rm -f "$res.rep.out" "$res.rep.err"
+    return "$rc"
+}

@@ -485,3 +485,62 @@ fn chol_table_drops_failed_reps_and_says_which() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `chol_rep` (scripts/chol_peers.sh, run by bench.sh for every Cholesky rep) keeps a passing
+/// rep's result line; a rep that exits nonzero, with or without a result line, goes in marked
+/// FAILED, is reported on stderr with its stderr's last lines, and returns 1 without stopping a
+/// `set -e` caller (a failed dagrt rep once ended bench.sh with nothing said).
+#[test]
+fn chol_rep_reports_a_failed_rep_and_goes_on() {
+    let d = scratch("chol-rep");
+    let res = d.join("chol.txt");
+    let log = d.join("chol.log");
+    let script = format!(
+        "set -euo pipefail\n\
+         . '{}/scripts/chol_peers.sh'\n\
+         ok() {{ echo 'rep 1/1: fine'; echo 'dagrt-sub-t2 256 64 20 0.010000 0.56 2.512e-16'; }}\n\
+         bad() {{ echo 'dagrt-sub-t2 256 64 20 0.010000 0.56 nan'; \
+                 echo 'dagrt_cholesky: the run failed: TASK_FAILED' >&2; return 2; }}\n\
+         dead() {{ echo 'dagrt_cholesky: out of memory' >&2; return 1; }}\n\
+         r=\"{res}\" l=\"{log}\" failed=0\n\
+         chol_rep \"$r\" \"$l\" dagrt 256 64 ok || failed=$((failed + 1))\n\
+         chol_rep \"$r\" \"$l\" dagrt 256 64 bad || failed=$((failed + 1))\n\
+         chol_rep \"$r\" \"$l\" omp 512 64 dead || failed=$((failed + 1))\n\
+         echo \"went on, $failed failed\"\n",
+        env!("CARGO_MANIFEST_DIR"),
+        res = res.display(),
+        log = log.display()
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout, "went on, 2 failed\n", "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&res).unwrap(),
+        "dagrt-sub-t2 256 64 20 0.010000 0.56 2.512e-16\n\
+         # FAILED dagrt 256 64 exit 2: dagrt-sub-t2 256 64 20 0.010000 0.56 nan\n\
+         # FAILED omp 512 64 exit 1\n"
+    );
+    assert!(
+        stderr.contains("Cholesky rep of dagrt at n=256 b=64 failed: exit 2")
+            && stderr.contains("   dagrt_cholesky: the run failed: TASK_FAILED")
+            && stderr.contains("Cholesky rep of omp at n=512 b=64 failed: exit 1, no result line")
+            && stderr.contains("   dagrt_cholesky: out of memory"),
+        "{stderr}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("TASK_FAILED") && logged.contains("out of memory"));
+    let left: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.contains(".rep."))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
