@@ -14,7 +14,9 @@
 #                   workload the median of the per-pair ratios, which the host's slow and fast
 #                   phases move far less than a round's (0 skips them; needs PEERS=1).
 #   PY=0            passed to run.sh (1 adds the Python peers; they need `pip install dask`).
+#   FLOOR=1         passed to bench_pairs.sh (0: the pairs leave out benches/floor.rs).
 #   PEERS_DIR       peer harness directory (default /work/shared/bench/peers).
+#   PEERS_BUILD     where run.sh builds the peers (default target/peers-build).
 #   OUT             results directory (default target/bench-results/<timestamp>).
 #   CHOL=1          0 skips the tiled Cholesky comparison: examples/cholesky beside the peers'
 #                   OpenMP and StarPU versions and whole-matrix LAPACK (shared/bench/peers/cholesky,
@@ -25,8 +27,10 @@
 #                   table is printed. A rep that fails (its check, or exits nonzero) is
 #                   reported on stderr and left out of the medians, which the table lists;
 #                   the other reps still run, and a failed dagrt rep makes the exit status 1.
+#   CHOL_BUILD      where the peers' Cholesky programs are built (chol_peers.sh; default
+#                   $TMPDIR/dagrt-peers-cholesky).
 #
-# Results directory: env.txt (machine, load, commit), build.log, workloads-bench (the exact
+# Results directory: env.txt (machine, load, commit, every setting above), build.log, workloads-bench (the exact
 # bench executable every round ran), dagrt.rN.jsonl (one JSON
 # object per measurement) and dagrt.rN.log, peers.rN.txt and peers.rN.log (raw run.sh
 # output), table.txt (what is printed) and summary.json (machine-readable summary), pairs.jsonl
@@ -38,12 +42,24 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
+# Every setting read from the environment, here with its default, and recorded in env.txt (a
+# result is read against what produced it); FLOOR is bench_pairs.sh's, CHOL_BUILD
+# chol_peers.sh's (CHOL_B, its default under TMPDIR).
 ROUNDS=${ROUNDS:-1}
 PEERS=${PEERS:-1}
 PEERS_DIR=${PEERS_DIR:-/work/shared/bench/peers}
 PEERS_BUILD=${PEERS_BUILD:-$root/target/peers-build}
 PAIRS=${PAIRS:-10}
-out=${OUT:-$root/target/bench-results/$(date +%Y%m%d-%H%M%S)}
+FLOOR=${FLOOR:-1}
+PY=${PY:-0}
+OUT=${OUT:-$root/target/bench-results/$(date +%Y%m%d-%H%M%S)}
+CHOL=${CHOL:-1}
+CHOL_SIZES=${CHOL_SIZES:-"2048:128 2048:256 4096:256"}
+CHOL_REPS=${CHOL_REPS:-3}
+. "$root/scripts/chol_peers.sh"
+CHOL_BUILD=$CHOL_B
+settings="ROUNDS PEERS PEERS_DIR PEERS_BUILD PAIRS FLOOR PY OUT CHOL CHOL_SIZES CHOL_REPS CHOL_BUILD"
+out=$OUT
 mkdir -p "$out"
 
 {
@@ -55,11 +71,12 @@ mkdir -p "$out"
     echo "dirty files:"; git status --short 2>/dev/null || true
     echo "rustc: $(rustc -V)"
     echo "bench args: $*"
-    echo "rounds: $ROUNDS peers: $PEERS PY=${PY:-0}"
+    echo "settings:"
+    for k in $settings; do echo "  $k=${!k}"; done
 } > "$out/env.txt"
 
 # What the Cholesky part builds with, installed now rather than found missing at the end.
-if [ "${CHOL:-1}" = 1 ]; then
+if [ "$CHOL" = 1 ]; then
     . "$root/scripts/need_commands.sh"
     # One apt-get update and install for both kinds (package names: one word each).
     # shellcheck disable=SC2046
@@ -74,7 +91,7 @@ exe=$("$root/scripts/build_bench.sh" "$out/build.log")
 cp "$exe" "$out/workloads-bench"
 # The Cholesky example links target/release/libdagrt.so, which `cargo bench` does not build:
 # built now, from the same tree as the bench, rather than whatever an earlier build left.
-if [ "${CHOL:-1}" = 1 ]; then
+if [ "$CHOL" = 1 ]; then
     cargo build --release >> "$out/build.log" 2>&1
 fi
 {
@@ -103,9 +120,9 @@ run_dagrt() {
 
 run_peers() {
     [ "$PEERS" = 1 ] || return 0
-    echo "== round $1: peers ($PEERS_DIR/run.sh, PY=${PY:-0})" >&2
+    echo "== round $1: peers ($PEERS_DIR/run.sh, PY=$PY)" >&2
     probe "r$1.peers" before
-    PY=${PY:-0} PEERS_BUILD=$PEERS_BUILD \
+    PY=$PY PEERS_BUILD=$PEERS_BUILD \
         "$PEERS_DIR/run.sh" > "$out/peers.r$1.txt" 2> "$out/peers.r$1.log" || {
         tail -20 "$out/peers.r$1.log" >&2
         exit 1
@@ -129,19 +146,17 @@ python3 "$root/scripts/bench_compare.py" "$out" | tee "$out/table.txt"
 if [ "$PEERS" = 1 ] && [ "$PAIRS" -gt 0 ]; then
     echo "== $PAIRS tight pairs (log: $out/pairs.log)" >&2
     probe pairs before
-    PAIRS=$PAIRS PEERS_DIR=$PEERS_DIR PEERS_BUILD=$PEERS_BUILD \
+    PAIRS=$PAIRS FLOOR=$FLOOR PEERS_DIR=$PEERS_DIR PEERS_BUILD=$PEERS_BUILD \
         "$root/scripts/bench_pairs.sh" "$out" "$out/workloads-bench" 2> "$out/pairs.log"
     probe pairs after
     show_probe pairs "the pairs"
 fi
 
-if [ "${CHOL:-1}" = 1 ]; then
-    CHOL_SIZES=${CHOL_SIZES:-"2048:128 2048:256 4096:256"}
+if [ "$CHOL" = 1 ]; then
     echo "== tiled Cholesky: dagrt example and peers (sizes $CHOL_SIZES)" >&2
     cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
         -DCMAKE_BUILD_TYPE=Release > "$out/chol_build.log" 2>&1
     cmake --build build/cholesky >> "$out/chol_build.log" 2>&1
-    . "$root/scripts/chol_peers.sh"
     chol_peers_build 2 "$out/chol_build.log"
     : > "$out/chol.txt"
     chol_dagrt_failed=0
@@ -149,7 +164,7 @@ if [ "${CHOL:-1}" = 1 ]; then
     # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
     # by a block of peer reps compares two different machines.
-    for _ in $(seq "${CHOL_REPS:-3}"); do
+    for _ in $(seq "$CHOL_REPS"); do
         lapack_done=" "
         for nb in $CHOL_SIZES; do
             n=${nb%%:*} b=${nb##*:}

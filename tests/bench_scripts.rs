@@ -544,3 +544,49 @@ fn chol_rep_reports_a_failed_rep_and_goes_on() {
     assert!(left.is_empty(), "{left:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Every setting scripts/bench.sh reads from the environment, itself or through the scripts it
+/// runs with that environment (bench_pairs.sh, chol_peers.sh), is in the list it records in
+/// env.txt: a result is read against the settings that produced it.
+#[test]
+fn bench_sh_records_every_setting_it_reads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+    let bench = std::fs::read_to_string(dir.join("bench.sh")).unwrap();
+    let recorded: Vec<&str> = bench
+        .lines()
+        .find_map(|l| l.strip_prefix("settings=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("bench.sh lists its settings in settings=\"...\"")
+        .split_whitespace()
+        .collect();
+    assert!(
+        bench.contains("for k in $settings; do echo \"  $k=${!k}\"; done"),
+        "the list is not written to env.txt"
+    );
+    let mut read = std::collections::BTreeSet::new();
+    for script in ["bench.sh", "bench_pairs.sh", "chol_peers.sh"] {
+        let text = std::fs::read_to_string(dir.join(script)).unwrap();
+        // ${NAME:-default} or ${NAME-default}: a setting the environment may give.
+        for (i, _) in text.match_indices("${") {
+            let name: String = text[i + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            let rest = &text[i + 2 + name.len()..];
+            // TMPDIR only places CHOL_BUILD's default, which is recorded resolved.
+            if name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name != "TMPDIR"
+                && (rest.starts_with(":-") || rest.starts_with('-'))
+            {
+                read.insert((name, script));
+            }
+        }
+    }
+    assert!(read.len() >= 12, "{read:?}");
+    for (name, script) in &read {
+        assert!(
+            recorded.contains(&name.as_str()),
+            "{script} reads {name}, which env.txt does not record ({recorded:?})"
+        );
+    }
+}
