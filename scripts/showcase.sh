@@ -34,7 +34,9 @@ cargo build --release
 say "building examples/cholesky in build/cholesky"
 cmake -S examples/cholesky -B build/cholesky -Ddagrt_DIR="$root/cmake" \
     -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/cholesky
+# On stderr, with the other build output (cargo's): stdout is the example's alone, for a caller
+# that keeps it (`scripts/showcase.sh --reps 3 > result.txt`). Compiler errors stay in sight.
+cmake --build build/cholesky >&2
 
 say "build/cholesky/dagrt_cholesky $*"
 export OPENBLAS_NUM_THREADS=1
