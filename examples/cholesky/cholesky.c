@@ -231,14 +231,17 @@ static void usage(FILE *f, const char *argv0)
             argv0, DEFAULT_N, DEFAULT_B, DEFAULT_LANES, DEFAULT_ALIGN);
 }
 
+/* The largest value an integer option takes: the options are ints. */
+#define ARG_MAX_INT 1000000000L
+
 static int parse_int(const char *opt, const char *s, int min, int *out)
 {
     char *end = NULL;
     errno = 0;
     long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || *s == '\0' || *end != '\0' || errno || v < min || v > 1000000000L) {
-        fprintf(stderr, "dagrt_cholesky: %s needs an integer >= %d (got '%s')\n", opt, min,
-                s ? s : "");
+    if (!s || *s == '\0' || *end != '\0' || errno || v < min || v > ARG_MAX_INT) {
+        fprintf(stderr, "dagrt_cholesky: %s needs an integer from %d to %ld (got '%s')\n", opt,
+                min, ARG_MAX_INT, s ? s : "");
         return 1;
     }
     *out = (int)v;
