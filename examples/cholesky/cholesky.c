@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_N 2048
@@ -218,7 +219,8 @@ static void usage(FILE *f, const char *argv0)
             "                       the i-th CPU this process may use, dagrt_worker_set_lane_cpus:\n"
             "                       kernels keep their tiles in one core's caches)\n"
             "  --trace FILE         Chrome trace JSON of the last rep (dagrt_worker_trace_start)\n"
-            "  --dot FILE           Graphviz DOT of the last rep's DAG (dagrt_worker_write_dot)\n"
+            "  --dot FILE           Graphviz DOT of the last rep's DAG (dagrt_worker_write_dot;\n"
+            "                       a file other than --trace's)\n"
             "  --align BYTES        align the matrix to BYTES (a power of two >= 16) with\n"
             "                       posix_memalign; 0 (default): malloc, as the peers do\n"
             "                       (default %d; malloc gives 16)\n"
@@ -356,17 +358,36 @@ static void draw_progress(long done, long total, double elapsed)
 }
 
 /* A file name given for output must be writable before the runs it is to record: checked
- * by opening it for append (a file that did not exist is removed again). */
-static int check_writable(const char *opt, const char *path)
+ * by opening it for append. *created says whether that made the file, which the caller
+ * removes again once done with it. */
+static int check_writable(const char *opt, const char *path, int *created)
 {
-    int existed = access(path, F_OK) == 0;
+    *created = access(path, F_OK) != 0;
     FILE *f = fopen(path, "a");
     if (!f) {
         fprintf(stderr, "dagrt_cholesky: %s %s: %s\n", opt, path, strerror(errno));
+        *created = 0;
         return 1;
     }
     fclose(f);
-    if (!existed) unlink(path);
+    return 0;
+}
+
+/* The trace and the DOT graph are written one after the other at the end of the last rep:
+ * into one file, the second would leave only the first. Checked while both files exist (a
+ * missing one made by check_writable), so that any two names of one file (x and ./x, a link,
+ * a hard link) are caught by device and inode, not only the same spelling. */
+static int check_distinct(const char *trace, const char *dot)
+{
+    struct stat a, b;
+    int same = !strcmp(trace, dot) || (stat(trace, &a) == 0 && stat(dot, &b) == 0 &&
+                                       a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    if (same) {
+        fprintf(stderr,
+                "dagrt_cholesky: --trace %s and --dot %s name the same file: give two files\n",
+                trace, dot);
+        return 1;
+    }
     return 0;
 }
 
@@ -406,9 +427,13 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &opt)) return 1;
     const int n = opt.n, b = opt.b, N = n / b;
     const long tasks = chol_task_count(N);
-    if ((opt.trace && check_writable("--trace", opt.trace)) ||
-        (opt.dot && check_writable("--dot", opt.dot)))
-        return 1;
+    int made_trace = 0, made_dot = 0;
+    int bad = (opt.trace && check_writable("--trace", opt.trace, &made_trace)) ||
+              (opt.dot && check_writable("--dot", opt.dot, &made_dot)) ||
+              (opt.trace && opt.dot && check_distinct(opt.trace, opt.dot));
+    if (made_trace) unlink(opt.trace);
+    if (made_dot) unlink(opt.dot);
+    if (bad) return 1;
     if ((opt.trace || opt.dot) && getenv("DAGRT_TRACE")) {
         /* DAGRT_TRACE would start a recording at init, and ours could not start beside it. */
         fprintf(stderr, "dagrt_cholesky: --trace/--dot given: ignoring DAGRT_TRACE=%s\n",
