@@ -1,6 +1,7 @@
 //! The timeline trace is well-formed Chrome trace-event JSON (what Perfetto's JSON loader
 //! reads): metadata names every lane, every task is one complete ("X") slice with its callable
-//! name, run id and slot, flow arrows pair up, and the DOT export names every edge.
+//! name, run id and slot, every other event has its ph, ts, pid and tid, flow arrows pair up
+//! one to an id and bind to the task slices they join, and the DOT export names every edge.
 
 use dagrt::callable::{register, CallableKind};
 use dagrt::orchestrator::SubmitKind;
@@ -125,17 +126,8 @@ fn trace_is_chrome_json_and_dot_names_edges() {
     let finishes: Vec<&Value> = evs.iter().filter(|x| x["ph"] == "f").collect();
     assert_eq!(starts.len(), 4, "edges a->b, a->c, b->d, c->d");
     assert_eq!(finishes.len(), 4);
-    for s in &starts {
-        let f = finishes
-            .iter()
-            .find(|f| f["id"] == s["id"])
-            .expect("paired flow");
-        assert!(
-            f["ts"].as_f64().unwrap() >= s["ts"].as_f64().unwrap(),
-            "arrow goes forward in time"
-        );
-        assert_eq!(f["bp"], "e");
-    }
+    let problems = trace_problems(evs);
+    assert!(problems.is_empty(), "{problems:#?}");
     // Scheduler events sit on the track of the thread that ran the pass: the scheduler
     // thread's, or one per lane that took the role after a completion.
     let track_name = |tid: &Value| {
@@ -157,6 +149,184 @@ fn trace_is_chrome_json_and_dot_names_edges() {
     drop(w);
     assert_eq!(bufs, vec![1, 1, 1, 1]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What is wrong with a trace's events, as Perfetto's JSON loader would read them: every event
+/// but metadata has `ph`, and numeric `ts`, `pid` and `tid`; each flow id has exactly one "s"
+/// and one "f", the "f" no earlier than the "s" and binding to its enclosing slice (`bp` "e");
+/// and every flow event lies inside a task slice of its own track, or the arrow binds to no
+/// task (the loader attaches a flow event to the slice around it on its track). Timestamps are
+/// printed to the nanosecond: 2 ns of slack.
+fn trace_problems(evs: &[Value]) -> Vec<String> {
+    let mut bad = Vec::new();
+    let num = |e: &Value, k: &str| e[k].as_f64().filter(|_| e[k].is_number());
+    for e in evs.iter().filter(|e| e["ph"] != "M") {
+        if !e["ph"].is_string() {
+            bad.push(format!("no ph: {e}"));
+        }
+        for k in ["ts", "pid", "tid"] {
+            if num(e, k).is_none() {
+                bad.push(format!("no numeric {k}: {e}"));
+            }
+        }
+    }
+    // (pid, tid) -> the task slices' [start, end] on that track.
+    let mut slices: std::collections::HashMap<(u64, u64), Vec<(f64, f64)>> = Default::default();
+    for e in evs.iter().filter(|e| e["ph"] == "X" && e["cat"] == "task") {
+        if let (Some(pid), Some(tid), Some(ts), Some(dur)) = (
+            e["pid"].as_u64(),
+            e["tid"].as_u64(),
+            num(e, "ts"),
+            num(e, "dur"),
+        ) {
+            slices.entry((pid, tid)).or_default().push((ts, ts + dur));
+        }
+    }
+    let mut flows: std::collections::BTreeMap<String, (Vec<&Value>, Vec<&Value>)> =
+        Default::default();
+    for e in evs.iter().filter(|e| e["ph"] == "s" || e["ph"] == "f") {
+        let ends = flows.entry(e["id"].to_string()).or_default();
+        if e["ph"] == "s" {
+            &mut ends.0
+        } else {
+            &mut ends.1
+        }
+        .push(e);
+        let inside = match (e["pid"].as_u64(), e["tid"].as_u64(), num(e, "ts")) {
+            (Some(pid), Some(tid), Some(t)) => slices
+                .get(&(pid, tid))
+                .is_some_and(|iv| iv.iter().any(|&(a, b)| a - 0.002 <= t && t <= b + 0.002)),
+            _ => false,
+        };
+        if !inside {
+            bad.push(format!(
+                "flow event outside every task slice of its track: {e}"
+            ));
+        }
+    }
+    for (id, (s, f)) in &flows {
+        if s.len() != 1 || f.len() != 1 {
+            bad.push(format!(
+                "flow id {id}: {} \"s\" and {} \"f\" events",
+                s.len(),
+                f.len()
+            ));
+            continue;
+        }
+        if num(f[0], "ts") < num(s[0], "ts") {
+            bad.push(format!(
+                "flow id {id} goes back in time: {} then {}",
+                s[0], f[0]
+            ));
+        }
+        if f[0]["bp"] != "e" {
+            bad.push(format!("flow id {id} ends without bp \"e\": {}", f[0]));
+        }
+    }
+    bad
+}
+
+/// `trace_problems` finds each defect it looks for in an otherwise good trace: a flow id used
+/// twice, an arrow end moved off its task slice (in time, or onto another track), and an event
+/// that lost `ph`, `ts`, `pid` or `tid`.
+#[test]
+fn trace_problems_catches_broken_flows_and_fields() {
+    let path = scratch("broken.json");
+    let (w, c) = traced(2, &path);
+    let e = w.engine().unwrap().clone();
+    let mut b = [0u64; 2];
+    let run = {
+        let mut o = w.orchestrator().unwrap().lock().unwrap();
+        let run = o.begin_run().unwrap();
+        for _ in 0..4 {
+            sub(&mut o, &c, &mut [tensor(&mut b[0], Tag::Inout)]);
+        }
+        sub(
+            &mut o,
+            &c,
+            &mut [
+                tensor(&mut b[0], Tag::Input),
+                tensor(&mut b[1], Tag::Output),
+            ],
+        );
+        o.close_run_submission(run).unwrap();
+        run
+    };
+    assert!(e.runs.get(run).unwrap().wait(None));
+    e.trace.stop().unwrap();
+    drop(w);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let good = v["traceEvents"].as_array().unwrap().clone();
+    assert!(
+        trace_problems(&good).is_empty(),
+        "{:#?}",
+        trace_problems(&good)
+    );
+    let at = |ph: &str| good.iter().position(|e| e["ph"] == ph).unwrap();
+    let (s, f) = (at("s"), at("f"));
+    let task = good.iter().position(|e| e["cat"] == "task").unwrap();
+    let sched = good.iter().position(|e| e["cat"] == "scheduler").unwrap();
+    let no_task_tid = good.iter().filter_map(|e| e["tid"].as_u64()).max().unwrap() + 1;
+    type Edit = Box<dyn Fn(&mut Vec<Value>)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "an id used by two arrows",
+            Box::new(move |t| {
+                let (s2, f2) = (t[s].clone(), t[f].clone());
+                t.push(s2);
+                t.push(f2);
+            }),
+            "2 \"s\" and 2 \"f\"",
+        ),
+        (
+            "an arrow end after its task",
+            Box::new(move |t| {
+                let ts = t[f]["ts"].as_f64().unwrap();
+                t[f]["ts"] = serde_json::json!(ts + 1e7);
+            }),
+            "outside every task slice",
+        ),
+        (
+            "an arrow start on a track without tasks",
+            Box::new(move |t| t[s]["tid"] = serde_json::json!(no_task_tid)),
+            "outside every task slice",
+        ),
+        (
+            "a task slice without pid",
+            Box::new(move |t| {
+                t[task].as_object_mut().unwrap().remove("pid");
+            }),
+            "no numeric pid",
+        ),
+        (
+            "a scheduler slice without ts",
+            Box::new(move |t| {
+                t[sched].as_object_mut().unwrap().remove("ts");
+            }),
+            "no numeric ts",
+        ),
+        (
+            "a flow event with a string tid",
+            Box::new(move |t| t[f]["tid"] = serde_json::json!("0")),
+            "no numeric tid",
+        ),
+        (
+            "a task slice without ph",
+            Box::new(move |t| {
+                t[task].as_object_mut().unwrap().remove("ph");
+            }),
+            "no ph",
+        ),
+    ];
+    for (what, edit, want) in cases {
+        let mut t = good.clone();
+        edit(&mut t);
+        let problems = trace_problems(&t);
+        assert!(
+            problems.iter().any(|p| p.contains(want)),
+            "{what}: no \"{want}\" in {problems:#?}"
+        );
+    }
 }
 
 fn touch_callable() -> dagrt::callable::Callable {
