@@ -827,7 +827,10 @@ enum dagrt_status dagrt_worker_init(struct dagrt_worker_t *worker);
  DAGRT_STATUS_WRONG_STATE if a run is still open for submission, and with
  DAGRT_STATUS_WRONG_THREAD when called from a task running on one of the worker's lanes
  (it would wait for that task). Idempotent. A worker closed before it was initialised
- stays closed: init and adding lanes then fail with DAGRT_STATUS_WRONG_STATE.
+ stays closed: init and adding lanes then fail with DAGRT_STATUS_WRONG_STATE. The runs it
+ ran keep their results: `dagrt_wait_run`, `_wait_run_for`, `_run_done`, `_run_stats` and
+ `_release_run` work on them as before, until they are released or the worker is freed;
+ the other calls fail with DAGRT_STATUS_WRONG_STATE ("the worker is closed").
  */
 enum dagrt_status dagrt_worker_close(struct dagrt_worker_t *worker);
 

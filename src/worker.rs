@@ -61,7 +61,9 @@ pub struct Engine {
     pub sched: Padded<std::sync::Mutex<Option<crate::scheduler::Sched>>>,
     /// Notified when a run's fence reaches zero.
     pub run_event: Arc<Event>,
-    pub runs: RunRegistry,
+    /// Shared with the `Worker`, which keeps it past `close`: the runs' results outlive the
+    /// engine (Orchestrator seed: repeated waits replay the same terminal result).
+    pub runs: Arc<RunRegistry>,
     pub lanes: Vec<Lane>,
     sub_lanes: usize,
     /// Stable NEXT_LEVEL worker id -> lane index; frozen at init.
@@ -111,6 +113,9 @@ pub struct Worker {
     threads: Vec<JoinHandle<()>>,
     /// Closed for good: a worker is configured and initialised once.
     closed: bool,
+    /// After `close`: the runs it had not released, which keep their results until they are
+    /// released or the worker is freed.
+    closed_runs: Option<Arc<RunRegistry>>,
     /// The fork generation its threads started in (None before init): see `check_process`.
     born: Option<u32>,
 }
@@ -134,6 +139,7 @@ impl Worker {
             orch: None,
             threads: Vec::new(),
             closed: false,
+            closed_runs: None,
             born: None,
         })
     }
@@ -253,7 +259,7 @@ impl Worker {
             sched_event: Default::default(),
             sched: Padded(std::sync::Mutex::new(None)),
             run_event: Arc::new(Event::default()),
-            runs: RunRegistry::default(),
+            runs: Arc::default(),
             sub_lanes: lanes
                 .iter()
                 .filter(|l| matches!(l.kind, LaneKind::Sub(_)))
@@ -351,6 +357,11 @@ impl Worker {
 
     pub fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.as_ref()
+    }
+
+    /// The runs of a closed worker (None while it runs, or if it was never initialised).
+    pub fn closed_runs(&self) -> Option<&Arc<RunRegistry>> {
+        self.closed_runs.as_ref()
     }
 
     pub fn orchestrator(&self) -> Result<&std::sync::Mutex<Orchestrator>> {
@@ -461,6 +472,7 @@ impl Worker {
             );
         }
         self.orch = None;
+        self.closed_runs = Some(e.runs.clone());
         self.engine = None;
         self.closed = true;
         Ok(true)

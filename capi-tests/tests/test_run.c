@@ -786,7 +786,22 @@ static void test_worker_close(void)
     EXPECT_ERROR(dagrt_begin_run(o, &r2), DAGRT_STATUS_WRONG_STATE, "the worker is closed");
     CHECK_EQ_U64(r2, 4);
     EXPECT_ERROR(dagrt_worker_stats(w, &st), DAGRT_STATUS_WRONG_STATE, "the worker is closed");
-    EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_WRONG_STATE, "the worker is closed");
+    /* the run keeps its result past the close (seed: repeated waits replay the same terminal
+     * result), until it is released */
+    {
+        uint32_t done = 7;
+        dagrt_run_stats_t rs;
+        EXPECT_OK(dagrt_wait_run(w, run));
+        EXPECT_OK(dagrt_wait_run_for(w, run, 0, &done));
+        CHECK(done == 1);
+        done = 7;
+        EXPECT_OK(dagrt_run_done(w, run, &done));
+        CHECK(done == 1);
+        EXPECT_OK(dagrt_run_stats(w, run, &rs));
+        CHECK(rs.done == 1 && rs.completed == 2 && rs.live_slots == 0);
+        EXPECT_OK(dagrt_release_run(w, run));
+        EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_STALE_HANDLE, NULL);
+    }
     dagrt_worker_free(w);
     CHECK_RAN_ONCE(1);
     CHECK_RAN_ONCE(2);
@@ -796,6 +811,30 @@ static void test_worker_close(void)
     EXPECT_OK(dagrt_worker_close(w));
     EXPECT_ERROR(dagrt_worker_init(w), DAGRT_STATUS_WRONG_STATE, "closed");
     EXPECT_ERROR(dagrt_worker_add_sub_lanes(w, 1), DAGRT_STATUS_WRONG_STATE, "closed");
+    dagrt_worker_free(w);
+}
+
+/* Orchestrator seed §1 (RunHandle): "repeated waits replay the same terminal result", and
+ * Worker.close() drains accepted runs before the teardown: a run that failed, closed before
+ * its worker is, still reports its failure, with the same message, after the close. */
+static void test_failed_run_result_outlives_the_close(void)
+{
+    dagrt_worker_t *w;
+    dagrt_orch_t *o;
+    dagrt_run_id run;
+    h_step s = h_step_id(1);
+    s.fail = 1;
+    REQUIRE(h_open_worker(&w, &o, NULL, 1, 0));
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    SUBMIT_STEP(o, &s, 0, NULL, 0, NULL, 0, NULL);
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    EXPECT_OK(dagrt_worker_close(w));
+    EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_TASK_FAILED, "step 1");
+    EXPECT_ERROR(dagrt_wait_run(w, run), DAGRT_STATUS_TASK_FAILED, "step 1");
+    dagrt_run_stats_t rs;
+    EXPECT_OK(dagrt_run_stats(w, run, &rs));
+    CHECK(rs.done == 1 && rs.failed == 1);
+    /* freed without a release: nothing is left behind (valgrind's leak check) */
     dagrt_worker_free(w);
 }
 
@@ -1211,6 +1250,7 @@ int main(void)
     RUN_TEST(test_free_with_open_run);
     RUN_TEST(test_worker_close);
     RUN_TEST(test_worker_close_for);
+    RUN_TEST(test_failed_run_result_outlives_the_close);
     RUN_TEST(test_ready_queue_partitioned_by_run);
     RUN_TEST(test_released_run_is_never_foreign);
     RUN_TEST(test_every_waiter_is_woken);

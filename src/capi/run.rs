@@ -3,7 +3,7 @@
 use super::worker::worker_ref;
 use super::{boundary, need_mut};
 use crate::error::{err, Error, Result, Status};
-use crate::run::{FailureKind, Run, RunCounts, RunId};
+use crate::run::{FailureKind, Run, RunCounts, RunId, RunRegistry};
 use crate::worker::Engine;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,13 +22,34 @@ pub struct RunStats {
     pub reserved: u32,
 }
 
-fn engine(w: *const super::worker::dagrt_worker_t) -> Result<Arc<Engine>> {
-    let w = &worker_ref(w)?.worker;
-    w.engine().cloned().ok_or_else(|| w.not_running())
+/// Where a worker's runs are: with its engine while it runs; after `dagrt_worker_close`, in
+/// the registry the worker kept, so that their results can still be read and released.
+enum Runs {
+    Running(Arc<Engine>),
+    Closed(Arc<RunRegistry>),
 }
 
-fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
-    e.runs.get(id).ok_or_else(|| {
+impl Runs {
+    fn registry(&self) -> &RunRegistry {
+        match self {
+            Runs::Running(e) => &e.runs,
+            Runs::Closed(r) => r,
+        }
+    }
+}
+
+fn runs(w: *const super::worker::dagrt_worker_t) -> Result<Runs> {
+    let w = &worker_ref(w)?.worker;
+    if let Some(e) = w.engine() {
+        return Ok(Runs::Running(e.clone()));
+    }
+    w.closed_runs()
+        .map(|r| Runs::Closed(r.clone()))
+        .ok_or_else(|| w.not_running())
+}
+
+fn run(runs: &RunRegistry, id: RunId) -> Result<Arc<Run>> {
+    runs.get(id).ok_or_else(|| {
         if crate::run::is_live_anywhere(id) {
             Error::new(
                 Status::ForeignHandle,
@@ -44,9 +65,14 @@ fn run(e: &Engine, id: RunId) -> Result<Arc<Run>> {
 }
 
 /// Wait (None: forever). Ok(true) when terminal and successful, Ok(false) on timeout.
-pub(crate) fn wait(e: &Engine, id: RunId, timeout: Option<Duration>) -> Result<bool> {
-    let r = run(e, id)?;
-    if timeout.is_none() {
+pub(crate) fn wait(e: &Arc<Engine>, id: RunId, timeout: Option<Duration>) -> Result<bool> {
+    wait_in(&Runs::Running(e.clone()), id, timeout)
+}
+
+fn wait_in(runs: &Runs, id: RunId, timeout: Option<Duration>) -> Result<bool> {
+    let r = run(runs.registry(), id)?;
+    // (A closed worker's runs are all terminal, and no task or builder of it is left.)
+    if let (None, Runs::Running(e)) = (timeout, runs) {
         refuse_unbounded_wait(e, &r)?;
     }
     if !r.wait(timeout) {
@@ -110,7 +136,7 @@ pub extern "C" fn dagrt_wait_run(
     worker: *const super::worker::dagrt_worker_t,
     run: RunId,
 ) -> Status {
-    boundary(|| wait(&*engine(worker)?, run, None).map(|_| ()))
+    boundary(|| wait_in(&runs(worker)?, run, None).map(|_| ()))
 }
 
 /// Wait at most `timeout_ms`. `*out_done` = 0 on timeout (status OK; the run is unaffected),
@@ -125,8 +151,7 @@ pub extern "C" fn dagrt_wait_run_for(
 ) -> Status {
     boundary(|| {
         let out = need_mut(out_done, "out_done")?;
-        let e = engine(worker)?;
-        let r = wait(&e, run, Some(Duration::from_millis(timeout_ms)));
+        let r = wait_in(&runs(worker)?, run, Some(Duration::from_millis(timeout_ms)));
         // Written for the run's own outcome only: on any other error (a run released
         // meanwhile by another thread: STALE_HANDLE) it is left alone, as out-parameters are.
         match &r {
@@ -149,7 +174,7 @@ pub extern "C" fn dagrt_run_done(
 ) -> Status {
     boundary(|| {
         let out = need_mut(out_done, "out_done")?;
-        *out = self::run(&*engine(worker)?, run)?.done() as u32;
+        *out = self::run(runs(worker)?.registry(), run)?.done() as u32;
         Ok(())
     })
 }
@@ -163,7 +188,7 @@ pub extern "C" fn dagrt_run_stats(
 ) -> Status {
     boundary(|| {
         let out = need_mut(out, "out")?;
-        let r = self::run(&*engine(worker)?, run)?;
+        let r = self::run(runs(worker)?.registry(), run)?;
         // `done` first: the counts are final before a run is marked done, so a snapshot that
         // says done also has the final counts (read the other way round, a run ending between
         // the reads was reported done with counts from before its end).
@@ -193,15 +218,15 @@ pub extern "C" fn dagrt_release_run(
     run: RunId,
 ) -> Status {
     boundary(|| {
-        let e = engine(worker)?;
-        let r = self::run(&e, run)?;
+        let runs = runs(worker)?;
+        let r = self::run(runs.registry(), run)?;
         if !r.done() {
             return err(
                 Status::RunNotDone,
                 format!("run {run} has not finished; wait for it before releasing it"),
             );
         }
-        if !e.runs.remove_done(run) {
+        if !runs.registry().remove_done(run) {
             return err(
                 Status::StaleHandle,
                 format!("run {run} was released by another call"),

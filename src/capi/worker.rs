@@ -259,7 +259,10 @@ pub extern "C" fn dagrt_worker_init(worker: *mut dagrt_worker_t) -> Status {
 /// DAGRT_STATUS_WRONG_STATE if a run is still open for submission, and with
 /// DAGRT_STATUS_WRONG_THREAD when called from a task running on one of the worker's lanes
 /// (it would wait for that task). Idempotent. A worker closed before it was initialised
-/// stays closed: init and adding lanes then fail with DAGRT_STATUS_WRONG_STATE.
+/// stays closed: init and adding lanes then fail with DAGRT_STATUS_WRONG_STATE. The runs it
+/// ran keep their results: `dagrt_wait_run`, `_wait_run_for`, `_run_done`, `_run_stats` and
+/// `_release_run` work on them as before, until they are released or the worker is freed;
+/// the other calls fail with DAGRT_STATUS_WRONG_STATE ("the worker is closed").
 #[no_mangle]
 pub extern "C" fn dagrt_worker_close(worker: *mut dagrt_worker_t) -> Status {
     boundary(|| worker_mut(worker, "dagrt_worker_close")?.worker.close())

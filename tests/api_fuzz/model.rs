@@ -69,6 +69,9 @@ pub(crate) struct WModel {
     /// closing") until a later close tears it down. No run can be open then: close_for
     /// refuses to start while one is.
     pub(crate) closing: bool,
+    /// Closed after init: its runs not released keep their results (wait, done, stats and
+    /// release still work on them) until released or the worker is freed.
+    pub(crate) kept_runs: bool,
 }
 
 impl WModel {

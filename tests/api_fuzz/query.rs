@@ -41,7 +41,10 @@ impl Fz {
         } else {
             self.other_run_id(wi, None)
         };
-        let state_ok = wi.is_some_and(|w| self.workers[w].state == WState::Init);
+        let state_ok = wi.is_some_and(|w| {
+            let w = &self.workers[w];
+            w.state == WState::Init || (w.state == WState::Closed && w.kept_runs)
+        });
         let ri = wi.and_then(|w| self.run_class(w, id));
         let id_status = if ri.is_some() {
             None

@@ -269,14 +269,21 @@ impl Fz {
             self.workers[w].state = WState::Closed;
         }
         if self.workers[w].state == WState::Init {
+            // Every run is terminal (the close waited for them) and keeps its result: wait,
+            // done, stats and release still work on it until released or the worker is freed.
             for ri in 0..self.runs.len() {
                 if self.runs[ri].worker == w && !self.runs[ri].released && !self.runs[ri].gone {
                     self.check_fates(ri)?;
+                    self.runs[ri].done_seen = true;
+                    for f in std::mem::take(&mut self.runs[ri].frames) {
+                        self.frames[f] = false;
+                    }
                 }
             }
-            self.drop_worker_runs(w);
+            self.workers[w].open = None;
             self.workers[w].state = WState::Closed;
             self.workers[w].closing = false;
+            self.workers[w].kept_runs = true;
         }
         Ok(())
     }

@@ -189,6 +189,7 @@ impl Fz {
             base: [None; 4],
             next_seq: 1,
             closing: false,
+            kept_runs: false,
         });
         if cfg.heap_ring_size >= 1 << 61 {
             // four rings of this size cannot be mapped: init fails with SYSTEM (twice: the
