@@ -285,9 +285,12 @@ impl Sched {
         // Dispatch from here: a chain's step placed directly counts as one.
         let t1 = if traced { self.e.trace.now() } else { 0 };
         // A chain's step: the one consumer this pass released goes straight to its lane
-        // when nothing else is waiting (`place_direct`); otherwise through the queues.
+        // when nothing else is waiting (`place_direct`); otherwise through the queues. Only
+        // with one run in flight: with more, an older run's jobs queued in a busy lane's
+        // mailbox are waiting too, and `dispatch` moves them to an idle lane before any
+        // newer run's task (Scheduler seed §1: live runs do not interleave).
         let mut direct = false;
-        if self.ready.len() == 1 && queues.is_empty() {
+        if self.ready.len() == 1 && queues.is_empty() && self.one_run() {
             let (sid, r) = self.ready.pop().expect("one released");
             direct = self.place_direct(sid, &r);
             if !direct {
