@@ -25,6 +25,7 @@ pub struct WholeFile {
 impl WholeFile {
     /// Open `path`; on failure, the path that could not be created and why.
     pub fn open(path: &Path) -> std::result::Result<WholeFile, (PathBuf, std::io::Error)> {
+        // Temporary-name counter: only keeps this process's temporaries apart; no invariant.
         static NEXT: AtomicU64 = AtomicU64::new(0);
         fn failed(p: &Path) -> impl FnOnce(std::io::Error) -> (PathBuf, std::io::Error) + '_ {
             move |x| (p.to_path_buf(), x)

@@ -527,6 +527,8 @@ mod tests {
     static LOGGED: Mutex<Vec<String>> = Mutex::new(Vec::new());
     static LANE_MASK: Mutex<Option<Vec<u32>>> = Mutex::new(None);
 
+    /// # Safety
+    /// `msg` must be a NUL-terminated string valid during the call (the log hook contract).
     unsafe extern "C" fn keep(_level: u32, msg: *const c_char, _user: *mut c_void) {
         // SAFETY: the runtime passes a NUL-terminated message valid during the call.
         let m = unsafe { CStr::from_ptr(msg) }
@@ -570,6 +572,9 @@ mod tests {
 
     /// Closes (with a budget), then drops, the worker parked in HELD, once the host has
     /// parked it there.
+    ///
+    /// # Safety
+    /// None: `unsafe` only to match `Executor`; it reads neither argument.
     unsafe extern "C" fn drop_held(_t: *const TaskView, _u: *mut c_void) -> i32 {
         let until = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < until {
@@ -624,6 +629,8 @@ mod tests {
         e.sched_event.notify();
     }
 
+    /// # Safety
+    /// None: `unsafe` only to match `Executor`; it reads neither argument.
     unsafe extern "C" fn read_mask(_t: *const TaskView, _u: *mut c_void) -> i32 {
         *LANE_MASK.lock().unwrap() = crate::affinity::allowed_cpus().ok();
         0

@@ -529,6 +529,8 @@ mod tests {
     use crate::worker::{Worker, WorkerConfig};
     use std::time::Duration;
 
+    /// # Safety
+    /// None: `unsafe` only to match `Executor`; it reads neither argument.
     unsafe extern "C" fn nop(_t: *const TaskView, _u: *mut std::ffi::c_void) -> i32 {
         0
     }
