@@ -463,8 +463,9 @@ fn check_cancelled_then_ok(
         }
     }
     assert!(errs.is_empty(), "{}", errs.join("\n"));
-    // SAFETY: both runs are done: no executor reads these records any more.
     for &rr in recs {
+        // SAFETY: each was made by Box::into_raw above and is freed once here; both runs are
+        // done, so no executor reads these records any more.
         drop(unsafe { Box::from_raw(rr) });
     }
     drop(std::mem::ManuallyDrop::into_inner(env));
