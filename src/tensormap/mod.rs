@@ -497,13 +497,7 @@ mod tests {
         use crate::task::DataType;
         use runmap::tests::SEARCH_ALWAYS;
         let (base, ld) = (1u64 << 24, 48u64);
-        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = runmap::tests::xorshift(0x9E37_79B9_7F4A_7C15);
         for round in 0..40 {
             let mut maps = [Inner::default(), Inner::default()];
             let mut keys: Vec<(SlotId, MapKey)> = Vec::new();

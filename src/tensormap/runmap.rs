@@ -711,16 +711,21 @@ impl RunMap {
 
 #[cfg(test)]
 pub(super) mod tests {
-    /// `runs_apply` against byte sets: random sorted disjoint run lists, kept and removed.
-    #[test]
-    fn runs_apply_and_union_are_exact() {
-        let mut rng = 12345u64;
-        let mut next = move |n: u64| {
+    /// A small deterministic generator for the map's randomized tests: `next(n)` is below n.
+    pub(in crate::tensormap) fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut rng = seed;
+        move |n: u64| {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
             rng % n
-        };
+        }
+    }
+
+    /// `runs_apply` against byte sets: random sorted disjoint run lists, kept and removed.
+    #[test]
+    fn runs_apply_and_union_are_exact() {
+        let mut next = xorshift(12345);
         let runs = |next: &mut dyn FnMut(u64) -> u64| {
             let (mut v, mut at) = (Vec::new(), next(4));
             while at < 60 {
