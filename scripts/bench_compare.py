@@ -232,7 +232,11 @@ def chol_table(path):
     sizes = set()  # every (n, b) a tiled rep ran at, failed or not
 
     def key(label, n, b):
-        return (label, n, None if label.startswith("lapack") else b)
+        # By runtime (the label's first word: dagrt, omp, starpu, lapack), which a failed rep
+        # that printed no result line is named by too, so its count is out of all that
+        # runtime's reps at that size.
+        who = label.split("-")[0]
+        return (who, n, None if who == "lapack" else b)
 
     for line in open(path):
         f = line.split()
@@ -292,8 +296,9 @@ def chol_table(path):
                    "correctness check failed or they exited nonzero):")
         for (label, n, b), whys in sorted(dropped.items(), key=lambda x: (
                 x[0][0], int(x[0][1]), int(x[0][2] or 0))):
-            kept = len(limit.get((n, label), [])) if b is None else sum(
-                1 for p, _ in runs.get((n, b), []) if p == label)
+            kept = sum(len(v) for (ln, p), v in limit.items()
+                       if ln == n and p.split("-")[0] == label) if b is None else sum(
+                1 for p, _ in runs.get((n, b), []) if p.split("-")[0] == label)
             where = f"n={n}" if b is None else f"n={n} b={b}"
             reasons = collections.Counter(whys)
             out.append(f"  {label} {where}: {len(whys)} of {len(whys) + kept} ("
@@ -317,15 +322,23 @@ def cpu_medians(rs):
 def host_note(halves, fastest):
     """What a round's probes say about its ratio, from its halves' readings ({"dagrt":
     {"before": ms, "after": ms}, "peers": ...}) and the fastest reading of any round."""
-    readings = [v for h in halves.values() for v in h.values()]
+    halves = {h: list(v.values()) for h, v in halves.items() if v}
+    readings = [x for v in halves.values() for x in v]
     if not readings:
         return ""
     lo, hi = min(readings), max(readings)
     # The ratio divides one half by the other: it holds when both ran in one phase, slow or
-    # fast, and compares two hosts when a phase change fell within or between the halves.
-    if hi > 1.3 * lo:
+    # fast, and compares two hosts when they did not: their levels (the mean of each half's
+    # readings) differ, or one half saw the phase change and the other did not.
+    level = {h: sum(v) / len(v) for h, v in halves.items()}
+    drift = {h: max(v) / min(v) > 1.3 for h, v in halves.items()}
+    if len(halves) == 2 and (max(level.values()) > 1.3 * min(level.values())
+                             or len(set(drift.values())) == 2):
         return ("  <- mixed: its halves ran in different phases (%.1fx apart); its ratio compares "
                 "two hosts" % (hi / lo))
+    if hi > 1.3 * lo:
+        return ("  <- drifted: the host's phase changed during %s (%.1fx); its figures mix "
+                "phases" % ("both halves alike" if len(halves) == 2 else "the round", hi / lo))
     if lo > 1.3 * fastest:
         return ("  <- slow: the whole round ran at %.1fx the fastest phase (its ratio holds; its "
                 "figures are slow)" % (lo / fastest))

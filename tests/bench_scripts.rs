@@ -450,6 +450,7 @@ fn chol_table_drops_failed_reps_and_says_which() {
          omp-tiled-t2 2048 128 816 0.045 52.00 2.512e-16\n\
          starpu-tiled-t2 2048 128 816 0.048 40.00 2.512e-16\n\
          # FAILED dagrt 4096 256 exit 1\n\
+         # FAILED omp 2048 128 exit 127\n\
          omp-tiled-t2 4096 256 816 0.500 45.00 2.512e-16\n",
     )
     .unwrap();
@@ -475,11 +476,14 @@ fn chol_table_drops_failed_reps_and_says_which() {
         r.contains("omp-tiled-t2 45.0") && r.contains(") = -"),
         "{table}"
     );
-    assert!(table.contains("dropped 3 reps"), "{table}");
+    assert!(table.contains("dropped 4 reps"), "{table}");
+    // Per runtime and size, out of all its reps there, whether or not a failed one printed
+    // its result line.
     for want in [
         "  dagrt n=4096 b=256: 1 of 1 (exit 1, no result line)",
-        "  dagrt-sub-t2 n=2048 b=128: 1 of 2 (residual nan >= 1e-12)",
-        "  starpu-tiled-t2 n=2048 b=128: 1 of 2 (exit 2, residual 3.100e-05)",
+        "  dagrt n=2048 b=128: 1 of 2 (residual nan >= 1e-12)",
+        "  omp n=2048 b=128: 1 of 3 (exit 127, no result line)",
+        "  starpu n=2048 b=128: 1 of 2 (exit 2, residual 3.100e-05)",
     ] {
         assert!(table.lines().any(|l| l == want), "no '{want}':\n{table}");
     }
@@ -589,4 +593,44 @@ fn bench_sh_records_every_setting_it_reads() {
             "{script} reads {name}, which env.txt does not record ({recorded:?})"
         );
     }
+}
+
+/// The host probe's verdict on a round: mixed when its two halves ran at different levels or
+/// only one of them saw the phase change; drifted when both saw it alike, or the only half
+/// did (no peers); slow when the whole round ran in a slow phase; nothing otherwise.
+#[test]
+fn host_notes_tell_mixed_from_drifted_and_slow() {
+    let code = r#"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("bc", sys.argv[1])
+bc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bc)
+def h(before, after):
+    return {"before": before, "after": after}
+cases = [
+    ({"dagrt": h(54.6, 54.4), "peers": h(55.0, 160.2)}, 54, "mixed"),
+    ({"dagrt": h(40, 40), "peers": h(80, 82)}, 40, "mixed"),
+    ({"dagrt": h(10, 14), "peers": h(10, 14)}, 10, "drifted"),
+    ({"dagrt": h(10, 14)}, 10, "drifted"),
+    ({"dagrt": h(150.8, 155.2), "peers": h(154.7, 149.0)}, 54, "slow"),
+    ({"dagrt": h(40, 40), "peers": h(41, 40)}, 40, ""),
+]
+for halves, fastest, want in cases:
+    got = bc.host_note(halves, fastest)
+    word = got.split("<- ")[1].split(":")[0] if got else ""
+    print("ok" if word == want else "BAD %r -> %r, want %s" % (halves, got, want))
+"#;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_compare.py");
+    let out = Command::new("python3")
+        .args(["-c", code])
+        .arg(&script)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.lines().filter(|l| *l == "ok").count(), 6, "{text}");
 }
