@@ -18,7 +18,7 @@ pub enum LogLevel {
 
 /// A log hook: called from runtime threads (stall warnings: the scheduler thread, or a lane
 /// thread running a scheduler pass after its job) and from the host thread in
-/// `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that cannot be created or
+/// `dagrt_worker_init`, `_close` and `_free` (a DAGRT_TRACE file that cannot be created or
 /// written), with a NUL-terminated message valid during the call. An exception must not
 /// escape it (dagrt aborts the process) nor a `longjmp` leave it.
 pub type LogFn = Option<unsafe extern "C" fn(level: u32, msg: *const c_char, user: *mut c_void)>;
@@ -27,10 +27,19 @@ pub type LogFn = Option<unsafe extern "C" fn(level: u32, msg: *const c_char, use
 pub(crate) struct Hook {
     f: LogFn,
     user: usize,
+    /// Installs made from outside the hook so far. A change the hook asks for is applied as
+    /// it returns only if none was made since the call began: an install that waited for the
+    /// call and then returned must not be undone behind its caller's back (the header's "once
+    /// it returns, no call of the previous hook is still running").
+    outside: u64,
 }
 
 impl Hook {
-    const NONE: Hook = Hook { f: None, user: 0 };
+    const NONE: Hook = Hook {
+        f: None,
+        user: 0,
+        outside: 0,
+    };
 }
 
 /// The installed hook; a call holds the read lock for its duration, so `set_hook`'s write lock
@@ -147,7 +156,16 @@ pub fn set_hook(f: LogFn, user: *mut c_void) {
     *h = Hook {
         f,
         user: user as usize,
+        outside: h.outside + 1,
     };
+}
+
+/// The hook's own change, as its call (begun with `outside` installs made) returns.
+fn set_hook_from_hook(f: LogFn, user: usize, outside: u64) {
+    let mut h = hook().write().unwrap_or_else(|p| p.into_inner());
+    if h.outside == outside {
+        *h = Hook { f, user, outside };
+    }
 }
 
 /// Emit a message: to the hook if one is installed (every level), else to stderr when
@@ -156,8 +174,8 @@ pub fn set_hook(f: LogFn, user: *mut c_void) {
 pub fn emit(level: LogLevel, msg: &str) {
     let nested = in_hook();
     let h = (!nested).then(|| hook().read().unwrap_or_else(|p| p.into_inner()));
-    match h.as_ref().and_then(|h| h.f.map(|f| (f, h.user))) {
-        Some((f, user)) => {
+    match h.as_ref().and_then(|h| h.f.map(|f| (f, h.user, h.outside))) {
+        Some((f, user, outside)) => {
             let text = CString::new(msg.replace('\0', " ")).unwrap_or_default();
             IN_HOOK.with(|c| c.set(true));
             // SAFETY: the host installed `f` for exactly this call; `text` outlives the call.
@@ -165,7 +183,7 @@ pub fn emit(level: LogLevel, msg: &str) {
             IN_HOOK.with(|c| c.set(false));
             drop(h);
             if let Some((f, user)) = PENDING.with(|p| p.take()) {
-                set_hook(f, user as *mut c_void);
+                set_hook_from_hook(f, user, outside);
             }
         }
         None => {

@@ -580,6 +580,67 @@ static void test_log_hook_replaces_itself(void)
     EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
 }
 
+/* Header, dagrt_set_log_hook: "once it returns, no call of the previous hook is still
+ * running" and "a hook may call it to replace or remove itself; that change takes effect as
+ * the hook returns". A hook re-installing itself (on a thread initialising a worker) while
+ * the host replaces it: the host's call waits for the hook, returns, and stays in force. */
+static _Atomic int g_self_in_hook, g_self_a_after;
+static _Atomic int g_self_replaced;
+
+static void hook_self(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    if (atomic_load(&g_self_replaced))
+        atomic_fetch_add(&g_self_a_after, 1);
+    dagrt_set_log_hook(hook_self, (void *)((uintptr_t)user + 1));
+    atomic_store(&g_self_in_hook, 1);
+    h_sleep_us(50 * 1000);
+}
+
+static void hook_host(uint32_t level, const char *msg, void *user)
+{
+    (void)level;
+    (void)msg;
+    (void)user;
+}
+
+static void *init_with_hook(void *arg)
+{
+    dagrt_worker_init((dagrt_worker_t *)arg);
+    return NULL;
+}
+
+static void test_log_hook_self_change_yields_to_a_later_install(void)
+{
+    setenv("DAGRT_TRACE", "/nonexistent-dagrt-dir/reentry-self.json", 1);
+    for (int i = 0; i < 5; i++) {
+        dagrt_worker_t *w = NULL;
+        pthread_t th;
+        atomic_store(&g_self_in_hook, 0);
+        atomic_store(&g_self_replaced, 0);
+        REQUIRE_OK(dagrt_set_log_hook(hook_self, (void *)1));
+        REQUIRE_OK(dagrt_worker_new(NULL, &w));
+        REQUIRE_OK(dagrt_worker_add_sub_lanes(w, 1));
+        REQUIRE(pthread_create(&th, NULL, init_with_hook, w) == 0);
+        REQUIRE(H_POLL(atomic_load(&g_self_in_hook), 5000));
+        /* waits for the hook's call, which has asked to re-install itself */
+        EXPECT_OK(dagrt_set_log_hook(hook_host, NULL));
+        atomic_store(&g_self_replaced, 1);
+        pthread_join(th, NULL);
+        dagrt_worker_free(w);
+        /* another message: it must reach hook_host, not the re-installed hook_self */
+        w = h_worker(NULL, 0, 1);
+        h_close_worker(w);
+    }
+    unsetenv("DAGRT_TRACE");
+    CHECKF(atomic_load(&g_self_a_after) == 0,
+           "a hook's own re-install, asked for before the host's dagrt_set_log_hook returned, "
+           "undid it: the replaced hook was called %d times after",
+           atomic_load(&g_self_a_after));
+    EXPECT_OK(dagrt_set_log_hook(NULL, NULL));
+}
+
 /* A hook that tries to reconfigure and free the worker whose init calls it. */
 static dagrt_worker_t *initing;
 static dagrt_status hook_lanes = DAGRT_STATUS_OK;
@@ -630,6 +691,7 @@ int main(void)
     RUN_TEST(test_failed_and_released_inside_its_callback);
     RUN_TEST(test_task_never_waits_for_the_builders_lock);
     RUN_TEST(test_log_hook_replaces_itself);
+    RUN_TEST(test_log_hook_self_change_yields_to_a_later_install);
     RUN_TEST(test_log_hook_cannot_free_a_worker);
     return h_done();
 }
