@@ -290,7 +290,7 @@ typedef struct dagrt_worker_t dagrt_worker_t;
 /*
  A log hook: called from runtime threads (stall warnings: the scheduler thread, or a lane
  thread running a scheduler pass after its job) and from the host thread in
- `dagrt_worker_init` / `dagrt_worker_close` (a DAGRT_TRACE file that cannot be created or
+ `dagrt_worker_init`, `_close` and `_free` (a DAGRT_TRACE file that cannot be created or
  written), with a NUL-terminated message valid during the call. An exception must not
  escape it (dagrt aborts the process) nor a `longjmp` leave it.
  */
@@ -562,11 +562,13 @@ const char *dagrt_version(void);
 /*
  Install a process-wide log hook for runtime diagnostics (e.g. the scheduler's stall
  warning, or a DAGRT_TRACE file that cannot be created), called from runtime threads, and
- from the host thread in init and close, with a `dagrt_log_level` and a message valid during
- the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
+ from the host thread in init, close and free, with a `dagrt_log_level` and a message valid
+ during the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
  variable (error, warn, info, debug; default warn). Thread-safe: once it returns, no call
- of the previous hook is still running, so its `user` may be freed. A hook may call it to
- replace or remove itself; that change takes effect as the hook returns. A message that a
+ of the previous hook is still running, so its `user` may be freed, and the hook it
+ installed stays until the next call. A hook may call it to replace or remove itself; that
+ change takes effect as the hook returns, unless a call from outside the hook installed
+ another meanwhile (that one stays). A message that a
  dagrt call made inside the hook emits goes to the default instead of into the hook again.
  A hook must not configure, close or free a worker (DAGRT_STATUS_WRONG_STATE).
  */
@@ -791,15 +793,16 @@ enum dagrt_status dagrt_worker_new(const struct dagrt_worker_config *config, str
 enum dagrt_status dagrt_worker_add_next_level_lane(struct dagrt_worker_t *worker, int32_t worker_id);
 
 /*
- Add `count` SUB thread lanes. Before init only.
+ Add `count` SUB thread lanes: 1 or more, and no more than bring the lanes added so far to
+ 1024 (DAGRT_STATUS_INVALID_ARGUMENT otherwise). Before init only.
  */
 enum dagrt_status dagrt_worker_add_sub_lanes(struct dagrt_worker_t *worker, uint32_t count);
 
 /*
  Pin the lane threads to CPUs: lane i, in the order lanes were added, runs on
  `cpus[i % count]`; `count` 0 (`cpus` may then be NULL) leaves them unpinned, the default.
- Every CPU must be in the calling thread's affinity mask (DAGRT_STATUS_INVALID_ARGUMENT
- otherwise). Pinning suits long kernels, which keep their data in one core's caches; with
+ Every CPU must be in the calling thread's affinity mask, and `count` at most 1024
+ (DAGRT_STATUS_INVALID_ARGUMENT otherwise). Pinning suits long kernels, which keep their data in one core's caches; with
  tiny tasks and no spare core it keeps the submitting thread off a lane's core. Before init
  only.
  */

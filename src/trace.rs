@@ -380,7 +380,7 @@ impl Trace {
                 s,
                 "  t{} [label={}];",
                 n.slot,
-                dot_quote(&format!("{}\n{} slot {}", n.name, n.kind, n.slot))
+                dot_quote(&format!("{}\n{} slot {}", shown(n.name), n.kind, n.slot))
             );
         }
         // Edges between recorded nodes only: a producer submitted before the recording
@@ -430,13 +430,21 @@ fn quote(s: &str) -> String {
 }
 
 /// A DOT quoted string: `quote` but for control characters, which DOT has no escape for and
-/// Graphviz would print as the text of a JSON escape; a newline stays a line break.
+/// Graphviz would print as the text of a JSON escape; a newline stays a line break (the
+/// label's own separators: a name's newlines are `shown` first).
 fn dot_quote(s: &str) -> String {
-    let shown: String = s
+    let kept: String = s
         .chars()
         .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
         .collect();
-    quote(&shown)
+    quote(&kept)
+}
+
+/// A callable's name as a DOT label shows it: every control character, newlines too, as '?'.
+fn shown(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// The trace path for the `k`th worker of the process that takes it from DAGRT_TRACE: the
@@ -518,6 +526,8 @@ mod tests {
     #[test]
     fn dot_labels_have_no_control_characters() {
         assert_eq!(dot_quote("a\x01b\nc\x7f\"d"), "\"a?b\\nc?\\\"d\"");
+        // A name's own newline is not a line break of the label.
+        assert_eq!(shown("a\nb\tc"), "a?b?c");
     }
 
     /// A pass run on a lane thread lands on that lane's scheduler track, named after the lane;

@@ -95,6 +95,45 @@ static void test_unwritable_path_fails_at_start(void)
     dagrt_worker_free(w);
 }
 
+/* Header, dagrt_worker_write_dot: "Control characters in callable names are shown as '?'",
+ * a newline too: the label's line breaks are its own (name, then kind and slot). */
+static int32_t exec_nop(const dagrt_task_view *t, void *u)
+{
+    (void)t;
+    (void)u;
+    return 0;
+}
+
+static void test_dot_shows_control_characters_in_names(void)
+{
+    char trace[128], dot[128];
+    path_in_dir(trace, sizeof trace, "names.json");
+    path_in_dir(dot, sizeof dot, "names.dot");
+    dagrt_callable c;
+    REQUIRE_OK(dagrt_register_callable("line\nbreak\ttab", 0, DAGRT_CALLABLE_KIND_TASK,
+                                       exec_nop, NULL, &c));
+    dagrt_worker_t *w = h_worker(NULL, 0, 1);
+    REQUIRE(w != NULL);
+    dagrt_orch_t *o = h_orch(w);
+    dagrt_run_id run;
+    REQUIRE_OK(dagrt_worker_trace_start(w, trace));
+    REQUIRE_OK(dagrt_begin_run(o, &run));
+    dagrt_task_args a = h_args(NULL, 0, NULL, 0, NULL, 0);
+    REQUIRE_OK(dagrt_submit_sub(o, &c, &a, NULL));
+    EXPECT_OK(dagrt_close_run_submission(o, run));
+    EXPECT_OK(h_wait(w, run));
+    EXPECT_OK(dagrt_worker_write_dot(w, run, dot));
+    EXPECT_OK(dagrt_worker_trace_stop(w));
+    char *d = slurp(dot);
+    REQUIRE(d != NULL);
+    CHECKF(strstr(d, "label=\"line?break?tab\\n") != NULL, "the name's control characters "
+                                                          "are not shown as '?':\n%s",
+           d);
+    free(d);
+    EXPECT_OK(dagrt_release_run(w, run));
+    dagrt_worker_free(w);
+}
+
 static void test_one_recording_per_file(void)
 {
     char a[128], b[128], dot[128];
@@ -271,6 +310,7 @@ int main(void)
     RUN_TEST(test_env_trace_file_per_worker); /* first: DAGRT_TRACE numbering is per process */
     RUN_TEST(test_unwritable_path_fails_at_start);
     RUN_TEST(test_one_recording_per_file);
+    RUN_TEST(test_dot_shows_control_characters_in_names);
     RUN_TEST(test_bad_env_path_is_logged_at_init);
     RUN_TEST(test_concurrent_dot_exports_stay_whole);
     int rc = h_done();

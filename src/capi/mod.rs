@@ -165,11 +165,13 @@ pub extern "C" fn dagrt_version() -> *const c_char {
 
 /// Install a process-wide log hook for runtime diagnostics (e.g. the scheduler's stall
 /// warning, or a DAGRT_TRACE file that cannot be created), called from runtime threads, and
-/// from the host thread in init and close, with a `dagrt_log_level` and a message valid during
-/// the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
+/// from the host thread in init, close and free, with a `dagrt_log_level` and a message valid
+/// during the call. NULL restores the default: stderr, filtered by the DAGRT_LOG environment
 /// variable (error, warn, info, debug; default warn). Thread-safe: once it returns, no call
-/// of the previous hook is still running, so its `user` may be freed. A hook may call it to
-/// replace or remove itself; that change takes effect as the hook returns. A message that a
+/// of the previous hook is still running, so its `user` may be freed, and the hook it
+/// installed stays until the next call. A hook may call it to replace or remove itself; that
+/// change takes effect as the hook returns, unless a call from outside the hook installed
+/// another meanwhile (that one stays). A message that a
 /// dagrt call made inside the hook emits goes to the default instead of into the hook again.
 /// A hook must not configure, close or free a worker (DAGRT_STATUS_WRONG_STATE).
 #[no_mangle]

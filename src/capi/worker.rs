@@ -208,7 +208,8 @@ pub extern "C" fn dagrt_worker_add_next_level_lane(
     })
 }
 
-/// Add `count` SUB thread lanes. Before init only.
+/// Add `count` SUB thread lanes: 1 or more, and no more than bring the lanes added so far to
+/// 1024 (DAGRT_STATUS_INVALID_ARGUMENT otherwise). Before init only.
 #[no_mangle]
 pub extern "C" fn dagrt_worker_add_sub_lanes(worker: *mut dagrt_worker_t, count: u32) -> Status {
     boundary(|| {
@@ -220,8 +221,8 @@ pub extern "C" fn dagrt_worker_add_sub_lanes(worker: *mut dagrt_worker_t, count:
 
 /// Pin the lane threads to CPUs: lane i, in the order lanes were added, runs on
 /// `cpus[i % count]`; `count` 0 (`cpus` may then be NULL) leaves them unpinned, the default.
-/// Every CPU must be in the calling thread's affinity mask (DAGRT_STATUS_INVALID_ARGUMENT
-/// otherwise). Pinning suits long kernels, which keep their data in one core's caches; with
+/// Every CPU must be in the calling thread's affinity mask, and `count` at most 1024
+/// (DAGRT_STATUS_INVALID_ARGUMENT otherwise). Pinning suits long kernels, which keep their data in one core's caches; with
 /// tiny tasks and no spare core it keeps the submitting thread off a lane's core. Before init
 /// only.
 #[no_mangle]
