@@ -905,11 +905,13 @@ enum dagrt_status dagrt_worker_stats(const struct dagrt_worker_t *worker, struct
  DAGRT_TRACE environment variable to a path starts a trace at init (a path that cannot be
  created is logged as an error, and the worker runs untraced); with several workers in the
  process, the first one records into that path and the k-th later one into the path with
- `.k` before its extension (`t.json`, `t.1.json`, ...); such a file is written when the
- worker is closed or freed, so a process that exits without freeing its workers leaves it
- empty, or as it was if it existed. The trace replaces the file whole when it stops
- (written under a temporary name beside it, then renamed; a symlink's target is replaced
- and the link kept; a pipe or device is written directly). The worker must be initialised.
+ `.k` before its extension (`t.json`, `t.1.json`, ...), and in a forked child, whose count
+ goes on from its parent's, with `.pid<N>` first (`t.pid77.json`, `t.pid77.2.json`); such
+ a file is written when the worker is closed or freed, so a process that exits without
+ freeing its workers leaves it empty, or as it was if it existed, and leaves the
+ temporary file beside it. The trace replaces the file whole when it stops (written under
+ a temporary name beside it, made at the start, then renamed; a symlink's target is
+ replaced and the link kept; a pipe or device is written directly). The worker must be initialised.
  Thread-safe, like `dagrt_worker_trace_stop` and `dagrt_worker_write_dot`: tracing calls
  from several threads take turns.
  */
