@@ -524,13 +524,13 @@ impl Sched {
     /// Post a released consumer straight to its lane, by the rule `dispatch` would apply (a
     /// NEXT_LEVEL single to its lane, a SUB single to the SUB lane with the fewest jobs),
     /// instead of a trip through the queues; false (nothing posted) when that rule places it
-    /// nowhere or it is a group. The caller makes sure nothing else is waiting, so the
-    /// queues' order (runs apart, FIFO within one) has nothing to say.
+    /// nowhere or it is a group. The caller makes sure nothing else is waiting and only one
+    /// run is in flight, so the queues' order (runs apart, FIFO within one) has nothing to say.
     fn place_direct(&mut self, sid: crate::slot::SlotId, r: &crate::slot::Route) -> bool {
         let lane = match r.kind {
             ROUTE_SINGLE if self.lanes[r.lane as usize].has_room() => Some(r.lane),
             ROUTE_SUB if r.members == 1 => {
-                book::sub_lane_for_single(&self.lanes, &self.sub, self.one_run()).map(|c| c.0)
+                book::sub_lane_for_single(&self.lanes, &self.sub, true).map(|c| c.0)
             }
             _ => None,
         };
