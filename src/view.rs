@@ -227,14 +227,8 @@ impl Footprint {
         if self.dense {
             return None;
         }
-        let dims = self.dims();
-        let mut reach = 1u64;
-        let mut k = 0;
-        while k < dims.len() && dims[k].0 == reach {
-            reach = reach.checked_mul(dims[k].1)?;
-            k += 1;
-        }
-        match dims[k..] {
+        let (reach, k) = self.contiguous_run()?;
+        match self.dims()[k..] {
             [(stride, count)] if reach <= stride && count >= 2 => Some(Rows {
                 w: reach,
                 stride,
@@ -242,6 +236,18 @@ impl Footprint {
             }),
             _ => None,
         }
+    }
+
+    /// The bytes of the contiguous run the innermost dimensions make, and how many
+    /// dimensions make it (None if its length overflows).
+    fn contiguous_run(&self) -> Option<(u64, usize)> {
+        let dims = self.dims();
+        let (mut reach, mut k) = (1u64, 0);
+        while k < dims.len() && dims[k].0 == reach {
+            reach = reach.checked_mul(dims[k].1)?;
+            k += 1;
+        }
+        Some((reach, k))
     }
 
     /// The byte runs `[a, b)` of this footprint within `[lo, hi)`, sorted and merged, into
@@ -258,13 +264,10 @@ impl Footprint {
             return true;
         }
         // The contiguous run the innermost dimensions make, then an odometer over the rest.
-        let dims = self.dims();
-        let (mut w, mut k) = (1u64, 0);
-        while k < dims.len() && dims[k].0 == w {
-            w *= dims[k].1;
-            k += 1;
-        }
-        let outer = &dims[k..];
+        let Some((w, k)) = self.contiguous_run() else {
+            return false;
+        };
+        let outer = &self.dims()[k..];
         let n = outer.len();
         // Of the outermost dimension, only the indices whose runs can meet the window: a
         // view of many rows read a few rows at a time lists only those.
