@@ -8,7 +8,7 @@
 //! Under `--cfg loom` (`tests/loom_event.rs`) the atomics and the fence are loom's, the futex is
 //! emulated with a loom mutex and condvar, and no clock is read (see `clock`).
 
-use crate::sync::{fence, yield_now, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{fence, yield_now, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,10 @@ pub struct Event {
     /// The futex word parked waiters sleep on: a waker bumps it before waking them, so a
     /// waiter that read it before re-checking its condition cannot sleep through the wake.
     word: AtomicU32,
+    /// Set by a waiter before it sleeps, cleared by a wake: `asleep_unwoken`. A woken waiter
+    /// is off its core for tens of microseconds; callers seeing `sleepers` still counting it
+    /// must not take it for one that needs its first wake. Not part of the wake protocol.
+    asleep: AtomicBool,
     /// The futex of `word`, emulated for loom (see `futex_wait`): the lock stands for the
     /// kernel's futex bucket lock, the condvar for its wait queue.
     #[cfg(loom)]
@@ -47,6 +51,7 @@ impl Default for Event {
             gen: AtomicU64::new(0),
             sleepers: AtomicU32::new(0),
             word: AtomicU32::new(0),
+            asleep: AtomicBool::new(false),
             #[cfg(loom)]
             futex: Default::default(),
         }
@@ -76,6 +81,20 @@ impl Event {
         self.notify_cond_with(|| ());
     }
 
+    /// Whether anyone is parked, checked as `notify_cond` checks it (after a SeqCst fence, so
+    /// that a waiter about to park sees what the caller published before this call).
+    pub fn has_sleepers(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.sleepers.load(Ordering::SeqCst) > 0
+    }
+
+    /// Whether a waiter is asleep and no wake has been sent to it since it went to sleep: a
+    /// hint (no fence, and a waiter between its wake and its next look reads as awake) for a
+    /// caller choosing which thread does some work, never for whether to notify.
+    pub fn asleep_unwoken(&self) -> bool {
+        self.asleep.load(Ordering::Relaxed)
+    }
+
     /// `notify_cond`, running `before_wake` first if anyone is parked (it can publish more
     /// for the sleepers to find, at no cost when nobody sleeps).
     pub fn notify_cond_with(&self, before_wake: impl FnOnce()) {
@@ -91,6 +110,7 @@ impl Event {
     /// sleeper's CPU is idle.
     fn wake_sleepers(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.asleep.store(false, Ordering::Relaxed);
             self.word.fetch_add(1, Ordering::SeqCst);
             self.futex_wake_all();
         }
@@ -208,7 +228,9 @@ impl Event {
                     Some(d - now)
                 }
             };
+            self.asleep.store(true, Ordering::Relaxed);
             self.futex_wait(seen, timeout);
+            self.asleep.store(false, Ordering::Relaxed);
         };
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         met
@@ -400,6 +422,41 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    /// The hint a submission reads to run the scheduler's pass itself
+    /// (`completion::enqueue_ready`): set while a waiter sleeps, cleared by the wake that
+    /// notify sends, before the woken thread has run (`sleepers` still counts it then).
+    #[test]
+    fn asleep_unwoken_clears_at_the_wake_not_when_the_waiter_runs() {
+        let ev = Arc::new(Event::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        assert!(!ev.asleep_unwoken());
+        let waiter = {
+            let (ev, flag) = (ev.clone(), flag.clone());
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                ev.wait_until_spin(
+                    || flag.load(Ordering::SeqCst),
+                    Some(deadline),
+                    Duration::ZERO,
+                )
+            })
+        };
+        let asleep = Instant::now() + Duration::from_secs(10);
+        while !ev.asleep_unwoken() && Instant::now() < asleep {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(ev.asleep_unwoken(), "the waiter did not go to sleep");
+        // The condition holds before the wake: the woken waiter does not go back to sleep.
+        flag.store(true, Ordering::SeqCst);
+        ev.notify();
+        assert!(
+            !ev.asleep_unwoken(),
+            "a sent wake must clear the hint at once"
+        );
+        assert!(waiter.join().unwrap());
+        assert!(!ev.asleep_unwoken());
+    }
 
     #[test]
     fn one_notify_wakes_every_parked_waiter() {

@@ -126,6 +126,11 @@ impl Mailbox {
         self.wake.notify_cond();
     }
 
+    /// Whether the lane is asleep waiting for a job, not yet woken (a hint).
+    pub fn asleep(&self) -> bool {
+        self.wake.asleep_unwoken()
+    }
+
     /// Lane: whether a job is queued behind the one it has just run.
     pub fn has_queued(&self) -> bool {
         !self.jobs.is_empty()

@@ -15,9 +15,19 @@ use std::sync::Arc;
 /// hand it to the scheduler, which routes it, and advance its wake generation.
 pub fn enqueue_ready(e: &Engine, sid: SlotId, route: Route) {
     e.ready_in.push((sid, route));
-    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge. A
-    // parked scheduler thread gets the doorbell rung (a spinning one rings it itself).
-    e.sched_event.notify_cond_with(|| e.ready_in.ring());
+    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge, and a
+    // spinning scheduler thread rings its doorbell itself. A parked one is woken; if a lane is
+    // parked too, it would then wake that lane, two wake-ups in series (55 us from an idle
+    // worker's submit to its task here): the pass runs on this thread first instead, waking
+    // only the lane. (With every lane busy the task waits for one of them anyway, and the pass
+    // would only slow the submitter: a scheduler thread parks while lanes hold the role.)
+    if e.sched_event.has_sleepers() {
+        e.ready_in.ring();
+        if e.sched_event.asleep_unwoken() && e.lanes.iter().any(|l| l.mailbox.asleep()) {
+            crate::scheduler::pass_for_parked(e);
+        }
+        e.sched_event.notify();
+    }
 }
 
 /// The single READY router (scheduler thread): a slot goes to its exact target's FIFO, the

@@ -193,6 +193,17 @@ pub fn idle_sweep(e: &Engine) -> bool {
     watching
 }
 
+/// A submission found the scheduler thread parked (`completion::enqueue_ready`): one pass on
+/// the submitting thread if the role is free. A warning it raises is left for the scheduler
+/// thread to emit: a submit does not call the log hook.
+pub fn pass_for_parked(e: &Engine) {
+    if let Ok(mut g) = e.sched.try_lock() {
+        if let Some(s) = g.as_mut() {
+            s.pass();
+        }
+    }
+}
+
 /// A lane reported a completion: run the passes it calls for if the role is free, else make
 /// sure the scheduler thread sees it.
 pub fn after_completion(e: &Engine) {
