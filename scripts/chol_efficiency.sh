@@ -2,7 +2,8 @@
 # Tiled Cholesky, dagrt beside the peers' OpenMP and StarPU versions, measured two ways:
 #   - GFLOP/s, as bench.sh reports it;
 #   - parallel efficiency: time spent inside the tile kernels (benches/chol/kernel_timer.c,
-#     LD_PRELOADed into every program) / (threads x wall time). On this shared machine kernel
+#     LD_PRELOADed into every program) / (threads x wall time), and where the rest went
+#     (scripts/chol_gaps.py over each run's log of kernel calls). On this shared machine kernel
 #     speed drifts by +-30% from one second to the next, which GFLOP/s inherits and the
 #     efficiency does not: it is the share of the workers' time the runtime kept them busy.
 # Runs are interleaved (dagrt, OpenMP, StarPU, dagrt, ...); medians over ROUNDS.
@@ -31,18 +32,22 @@ chol_peers_build "$T" "$out/build.log"
 
 export OPENBLAS_NUM_THREADS=1
 timer="$out/kernel_timer.so"
+logs="$out/kernel-logs" # one per run: each kernel call's thread, start and end
+mkdir -p "$logs"
 : > "$out/runs.txt"
 for r in $(seq 1 "$ROUNDS"); do
     for nb in $SIZES; do
         n=${nb%%:*} b=${nb##*:}
         {
-            LD_PRELOAD=$timer build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes "$T" \
+            KERNEL_TIMER_LOG=$logs/dagrt-$n-$b-$r.log \
+                LD_PRELOAD=$timer build/cholesky/dagrt_cholesky -n "$n" -b "$b" --lanes "$T" \
                 --reps 1 --peer-lines --no-progress 2>&1 | grep -E '^dagrt-|^KERNELS' | tr '\n' ' '
             echo
-            LD_PRELOAD=$timer chol_peer omp "$n" "$b" "$T" \
+            KERNEL_TIMER_LOG=$logs/omp-$n-$b-$r.log LD_PRELOAD=$timer chol_peer omp "$n" "$b" "$T" \
                 2>&1 | grep -E '^omp-|^KERNELS' | tr '\n' ' '
             echo
-            LD_PRELOAD=$timer chol_peer starpu "$n" "$b" "$T" \
+            KERNEL_TIMER_LOG=$logs/starpu-$n-$b-$r.log \
+                LD_PRELOAD=$timer chol_peer starpu "$n" "$b" "$T" \
                 2>&1 | grep -E '^starpu-|^KERNELS' | tr '\n' ' '
             echo
         } >> "$out/runs.txt"
@@ -69,4 +74,12 @@ for key in sorted(eff):
           f"[{min(e):.3f}-{max(e):.3f}]  GFLOP/s {statistics.median(g):5.1f} "
           f"[{min(g):.1f}-{max(g):.1f}]  runs {len(e)}")
 PY
+# Where the threads' time outside kernels went (scripts/chol_gaps.py), per runtime and size.
+for nb in $SIZES; do
+    n=${nb%%:*} b=${nb##*:}
+    for who in dagrt omp starpu; do
+        echo "== $who n=$n b=$b: time outside kernels"
+        python3 scripts/chol_gaps.py "$logs/$who-$n-$b-"*.log || true
+    done
+done | tee "$out/gaps.txt"
 echo "results: $out" >&2

@@ -634,3 +634,38 @@ for halves, fastest, want in cases:
     );
     assert_eq!(text.lines().filter(|l| *l == "ok").count(), 6, "{text}");
 }
+
+/// `chol_gaps.py` on a made-up kernel log of two threads over a 400 us span: thread 1 starts
+/// the span and ends it, with a 1 us gap and a 50 us one between its kernels; thread 2 starts
+/// 10 us late, ends 10 us early, with a 3 us gap. Shares are of 2 x 400 us.
+#[test]
+fn chol_gaps_splits_idle_time_into_lead_tail_short_and_long_gaps() {
+    let d = scratch("chol_gaps");
+    let log = d.join("run.log");
+    std::fs::write(
+        &log,
+        "1 0 100000\n2 10000 300000\n1 101000 200000\n2 303000 390000\n1 250000 400000\n",
+    )
+    .unwrap();
+    let out = python("chol_gaps.py", &[&log], &[]);
+    for want in [
+        "lead   share of threads x span: median 0.0125 [0.0125-0.0125]",
+        "tail   share of threads x span: median 0.0125 [0.0125-0.0125]",
+        "short  share of threads x span: median 0.0050 [0.0050-0.0050]",
+        "long   share of threads x span: median 0.0625 [0.0625-0.0625]",
+        "short gap, median per run (us): median 2.00 [2.00-2.00]",
+        "long gaps per run: median 1; runs 1, threads 2",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    // A log with no kernel calls is refused rather than counted as a run without gaps.
+    let empty = d.join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let st = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/chol_gaps.py"))
+        .arg(&empty)
+        .status()
+        .unwrap();
+    assert!(!st.success());
+    let _ = std::fs::remove_dir_all(&d);
+}
