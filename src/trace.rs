@@ -1,7 +1,8 @@
 //! Timeline tracing: Chrome trace-event JSON (opens in Perfetto and chrome://tracing) with one
 //! track per lane, one slice per task (callable name, run id, slot), flow arrows for the
 //! dependency edges, and scheduler tracks (one per thread that ran scheduler passes: the
-//! scheduler thread, and each lane that took the role after a completion); plus a Graphviz DOT
+//! scheduler thread, each lane that took the role after a completion, and the submitting
+//! thread when it ran one for a scheduler thread and lane both asleep); plus a Graphviz DOT
 //! export of a run's DAG.
 //!
 //! Recording is off unless a trace was started (`DAGRT_TRACE=<path>` at init, or
@@ -44,9 +45,21 @@ struct EdgeEvent {
     retain: bool,
 }
 
+/// Which thread of the traced worker ran a scheduler pass: each has a track of its own.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum By {
+    /// The worker's scheduler thread.
+    Scheduler,
+    /// One of the worker's lanes, after a completion.
+    Lane(u32),
+    /// A thread that is neither: the one submitting, for a scheduler thread and lane both
+    /// asleep (`scheduler::pass_for_parked`). A lane or scheduler thread of another worker
+    /// building a run on this one (a nested worker) is such a thread here.
+    Submitter,
+}
+
 struct SchedEvent {
-    /// The lane whose thread ran it, or None (the scheduler thread).
-    by: Option<u32>,
+    by: By,
     name: &'static str,
     t0: u64,
     t1: u64,
@@ -68,14 +81,20 @@ struct Graph {
 }
 
 thread_local! {
-    /// The lane this thread runs, if it is a lane thread (set once at its start): scheduler
-    /// passes a lane runs go on a track of their own.
-    static LANE: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// The worker thread this is, if it is one (set once at its start), with the address of
+    /// its worker's `Trace`: what it records for another worker is not its own worker's.
+    static THREAD: std::cell::Cell<Option<(usize, By)>> = const { std::cell::Cell::new(None) };
 }
 
-/// Mark the calling thread as lane `idx`'s thread (its scheduler events get their own track).
-pub fn set_lane_thread(idx: u32) {
-    LANE.with(|l| l.set(Some(idx)));
+/// Mark the calling thread as lane `idx`'s thread of the worker `t` traces (its tasks go on the
+/// lane's track, its scheduler passes on one of their own).
+pub fn set_lane_thread(t: &Trace, idx: u32) {
+    THREAD.with(|c| c.set(Some((t as *const Trace as usize, By::Lane(idx)))));
+}
+
+/// Mark the calling thread as the scheduler thread of the worker `t` traces.
+pub fn set_scheduler_thread(t: &Trace) {
+    THREAD.with(|c| c.set(Some((t as *const Trace as usize, By::Scheduler))));
 }
 
 /// Why `Trace::start` did not start a recording.
@@ -146,12 +165,21 @@ impl Trace {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Which of this worker's threads the calling thread is.
+    fn by(&self) -> By {
+        THREAD
+            .with(|c| c.get())
+            .filter(|&(t, _)| t == self as *const Trace as usize)
+            .map_or(By::Submitter, |(_, by)| by)
+    }
+
     /// The calling thread's timeline.
     fn timeline(&self) -> MutexGuard<'_, Timeline> {
         let last = self.timelines.len() - 1;
-        let i = LANE
-            .with(|l| l.get())
-            .map_or(last, |l| (l as usize).min(last));
+        let i = match self.by() {
+            By::Lane(l) => (l as usize).min(last),
+            By::Scheduler | By::Submitter => last,
+        };
         lock(&self.timelines[i])
     }
 
@@ -220,7 +248,7 @@ impl Trace {
     }
 
     pub fn sched(&self, name: &'static str, t0: u64, t1: u64, count: u32) {
-        let by = LANE.with(|l| l.get());
+        let by = self.by();
         self.timeline().sched.push(SchedEvent {
             by,
             name,
@@ -297,20 +325,27 @@ impl Trace {
                 r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{i},"args":{{"sort_index":{i}}}}}"#
             ))?;
         }
-        // Scheduler tracks: the scheduler thread's, then one per lane that ran passes.
-        let sched_track = |by: Option<u32>| by.map_or(sched_tid, |l| sched_tid + 1 + l);
-        let tracks: std::collections::BTreeSet<Option<u32>> =
-            std::iter::once(None).chain(sched().map(|s| s.by)).collect();
+        // Scheduler tracks: the scheduler thread's, then one per lane that ran passes, then
+        // the submitting thread's if it ran any.
+        let sched_track = |by: By| match by {
+            By::Scheduler => sched_tid,
+            By::Lane(l) => sched_tid + 1 + l,
+            By::Submitter => sched_tid + 1 + self.lane_names.len() as u32,
+        };
+        let tracks: std::collections::BTreeSet<By> = std::iter::once(By::Scheduler)
+            .chain(sched().map(|s| s.by))
+            .collect();
         for by in tracks {
             let tid = sched_track(by);
             let name = match by {
-                None => "scheduler".to_string(),
-                Some(l) => format!(
+                By::Scheduler => "scheduler".to_string(),
+                By::Lane(l) => format!(
                     "scheduler passes on {}",
                     self.lane_names
                         .get(l as usize)
                         .map_or_else(|| format!("lane {l}"), |n| n.clone())
                 ),
+                By::Submitter => "scheduler passes on the submitting thread".to_string(),
             };
             emit(format!(
                 r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{tid},"args":{{"name":{}}}}}"#,
@@ -531,17 +566,28 @@ mod tests {
     }
 
     /// A pass run on a lane thread lands on that lane's scheduler track, named after the lane;
-    /// one run elsewhere, on the scheduler thread's track.
+    /// one run on the scheduler thread, on its track; one run on any other thread (the
+    /// submitting one), on a track of its own, and so does one run by a lane of another
+    /// worker (a nested worker's builder), which is not this worker's lane.
     #[test]
     fn scheduler_events_go_to_the_track_of_the_thread_that_ran_them() {
         let t = Trace::new(vec!["SUB lane 0".into(), "SUB lane 1".into()]);
-        t.sched("dispatch", 10, 20, 1);
+        let other = Trace::new(vec!["outer lane 0".into()]);
         std::thread::scope(|s| {
             s.spawn(|| {
-                set_lane_thread(1);
+                set_scheduler_thread(&t);
+                t.sched("dispatch", 10, 20, 1);
+            });
+            s.spawn(|| {
+                set_lane_thread(&t, 1);
                 t.sched("completions", 30, 40, 2);
             });
+            s.spawn(|| {
+                set_lane_thread(&other, 0);
+                t.sched("reclaim", 50, 60, 3);
+            });
         });
+        t.sched("dispatch", 70, 80, 4);
         let json = t.chrome_json();
         let has = |needle: &str| json.lines().any(|l| l.contains(needle));
         assert!(has(r#""tid":2,"args":{"name":"scheduler"}"#), "{json}");
@@ -549,9 +595,15 @@ mod tests {
             has(r#""tid":4,"args":{"name":"scheduler passes on SUB lane 1"}"#),
             "{json}"
         );
-        // No track for lane 0: it ran no pass.
+        assert!(
+            has(r#""tid":5,"args":{"name":"scheduler passes on the submitting thread"}"#),
+            "{json}"
+        );
+        // No track for lane 0: it ran no pass (the other worker's lane 0 did).
         assert!(!has("scheduler passes on SUB lane 0"), "{json}");
         assert!(has(r#""name":"dispatch","pid":1,"tid":2,"#), "{json}");
         assert!(has(r#""name":"completions","pid":1,"tid":4,"#), "{json}");
+        assert!(has(r#""name":"reclaim","pid":1,"tid":5,"#), "{json}");
+        assert!(has(r#""name":"dispatch","pid":1,"tid":5,"#), "{json}");
     }
 }

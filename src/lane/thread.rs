@@ -57,7 +57,7 @@ impl JobClock {
 /// Body of a lane thread: run jobs until told to stop.
 pub fn lane_main(e: Arc<Engine>, idx: u32) {
     let lane = &e.lanes[idx as usize];
-    crate::trace::set_lane_thread(idx);
+    crate::trace::set_lane_thread(&e.trace, idx);
     let mut clock = JobClock::default();
     // An idle lane looks for jobs queued behind another lane's stalled one every
     // STUCK_SWEEP while it spins: with nothing else happening, no pass would (see

@@ -101,6 +101,7 @@ fn release_role(mut g: std::sync::MutexGuard<'_, Option<Sched>>) {
 
 /// Body of the scheduler thread.
 pub fn scheduler_main(e: Arc<Engine>) {
+    crate::trace::set_scheduler_thread(&e.trace);
     *role(&e) = Some(Sched::new(&e));
     loop {
         let seen = e.sched_event.generation();
