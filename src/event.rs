@@ -81,13 +81,6 @@ impl Event {
         self.notify_cond_with(|| ());
     }
 
-    /// Whether anyone is parked, checked as `notify_cond` checks it (after a SeqCst fence, so
-    /// that a waiter about to park sees what the caller published before this call).
-    pub fn has_sleepers(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.sleepers.load(Ordering::SeqCst) > 0
-    }
-
     /// Whether a waiter is asleep and no wake has been sent to it since it went to sleep: a
     /// hint (no fence, and a waiter between its wake and its next look reads as awake) for a
     /// caller choosing which thread does some work, never for whether to notify.

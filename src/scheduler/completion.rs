@@ -15,17 +15,22 @@ use std::sync::Arc;
 /// hand it to the scheduler, which routes it, and advance its wake generation.
 pub fn enqueue_ready(e: &Engine, sid: SlotId, route: Route) {
     e.ready_in.push((sid, route));
-    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge, and a
-    // spinning scheduler thread rings its doorbell itself. A parked one is woken; if a lane is
-    // parked too, it would then wake that lane, two wake-ups in series (55 us from an idle
-    // worker's submit to its task here): the pass runs on this thread first instead, waking
-    // only the lane. (With every lane busy the task waits for one of them anyway, and the pass
-    // would only slow the submitter: a scheduler thread parks while lanes hold the role.)
-    if e.sched_event.has_sleepers() {
+    // The scheduler's wait condition reads `ready_in` itself: the queue is the edge. A
+    // parked scheduler thread gets the doorbell rung (a spinning one rings it itself) and is
+    // woken; if a lane is asleep too, it would then wake that lane, two wake-ups in series
+    // (55 us from an idle worker's submit to its task here): the pass runs on this thread
+    // first instead, waking only the lane. (With every lane busy the task waits for one of
+    // them anyway, and the pass would only slow the submitter: a scheduler thread parks while
+    // lanes hold the role.) The scheduler thread is woken as before, not made to spin: it
+    // finds what is left, as when a lane's pass took the submission first.
+    let mut stall = false;
+    e.sched_event.notify_cond_with(|| {
         e.ready_in.ring();
         if e.sched_event.asleep_unwoken() && e.lanes.iter().any(|l| l.mailbox.asleep()) {
-            crate::scheduler::pass_for_parked(e);
+            stall = crate::scheduler::pass_for_parked(e);
         }
+    });
+    if stall {
         e.sched_event.notify();
     }
 }

@@ -196,13 +196,15 @@ pub fn idle_sweep(e: &Engine) -> bool {
 
 /// A submission found the scheduler thread parked (`completion::enqueue_ready`): one pass on
 /// the submitting thread if the role is free. A warning it raises is left for the scheduler
-/// thread to emit: a submit does not call the log hook.
-pub fn pass_for_parked(e: &Engine) {
-    if let Ok(mut g) = e.sched.try_lock() {
-        if let Some(s) = g.as_mut() {
-            s.pass();
-        }
-    }
+/// thread to emit: a submit does not call the log hook. Returns whether a stall episode
+/// needs the scheduler thread's timer (the caller then notifies it).
+pub fn pass_for_parked(e: &Engine) -> bool {
+    let Ok(mut g) = e.sched.try_lock() else {
+        return false;
+    };
+    let Some(s) = g.as_mut() else { return false };
+    s.pass();
+    s.stall_needs_timer()
 }
 
 /// A lane reported a completion: run the passes it calls for if the role is free, else make
