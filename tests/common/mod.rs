@@ -689,6 +689,26 @@ pub fn dep_names(deps: &[(usize, bool)]) -> Vec<String> {
         .collect()
 }
 
+/// What a worker still holds once its runs have finished and been released: live slots,
+/// TensorMap entries, ready-queue entries, registered runs (empty when all was reclaimed).
+pub fn leftovers(e: &Engine) -> Vec<String> {
+    let mut errs = Vec::new();
+    if e.slots.live() != 0 {
+        errs.push(format!("{} slots still live", e.slots.live()));
+    }
+    if !e.tensormap.is_empty() {
+        errs.push(format!("{} TensorMap entries left", e.tensormap.len()));
+    }
+    let q = dagrt::scheduler::queued(e);
+    if q != 0 {
+        errs.push(format!("{q} slots still in ready queues"));
+    }
+    if !e.runs.is_empty() {
+        errs.push(format!("{} runs still registered", e.runs.len()));
+    }
+    errs
+}
+
 /// A node's required producers (node -> retained) as a failure dump names them.
 pub fn req_names(req: &BTreeMap<usize, bool>) -> Vec<String> {
     req.iter()

@@ -39,13 +39,7 @@ impl Env {
     /// After every run of this worker finished: nothing may be left behind.
     pub(crate) fn check_reclaimed(&self) -> Result<(), String> {
         let e = &self.engine;
-        let mut errs = Vec::new();
-        if e.slots.live() != 0 {
-            errs.push(format!("{} slots still live", e.slots.live()));
-        }
-        if !e.tensormap.is_empty() {
-            errs.push(format!("{} TensorMap entries left", e.tensormap.len()));
-        }
+        let mut errs = leftovers(e);
         for (i, r) in e.heap.rings.iter().enumerate() {
             if r.top() != r.tail() {
                 errs.push(format!(
@@ -54,13 +48,6 @@ impl Env {
                     r.top()
                 ));
             }
-        }
-        let q = dagrt::scheduler::queued(e);
-        if q != 0 {
-            errs.push(format!("{q} slots still in ready queues"));
-        }
-        if !e.runs.is_empty() {
-            errs.push(format!("{} runs still registered", e.runs.len()));
         }
         if errs.is_empty() {
             Ok(())

@@ -190,21 +190,7 @@ impl Env {
     }
 
     fn check_reclaimed(&self) -> Result<(), String> {
-        let e = &self.engine;
-        let mut errs = Vec::new();
-        if e.slots.live() != 0 {
-            errs.push(format!("{} slots still live", e.slots.live()));
-        }
-        if !e.tensormap.is_empty() {
-            errs.push(format!("{} TensorMap entries left", e.tensormap.len()));
-        }
-        let q = dagrt::scheduler::queued(e);
-        if q != 0 {
-            errs.push(format!("{q} slots still in ready queues"));
-        }
-        if !e.runs.is_empty() {
-            errs.push(format!("{} runs still registered", e.runs.len()));
-        }
+        let errs = leftovers(&self.engine);
         if errs.is_empty() {
             Ok(())
         } else {

@@ -1,4 +1,4 @@
-//! What a member computes (`compute`, over the element offsets of its views), on the real
+//! What a member computes (`compute`, over the bytes of its views), on the real
 //! buffers (`Real`, for the executor) or on the model's shadow copies (`Shadow`), and the
 //! model's per-byte state of a run (`Track`).
 
@@ -6,40 +6,6 @@ use super::*;
 
 // ---------------------------------------------------------------------------------------
 // What a member computes: the executor runs it on the buffers, the model on shadow copies.
-
-/// Byte offsets, relative to the tensor's data pointer, of the first byte of each element of
-/// `t` in iteration order (the element order of `common::view_bytes`).
-fn elem_offsets(t: &Tensor, out: &mut Vec<u64>) {
-    out.clear();
-    let es = elem_size(t.dtype).expect("valid dtype");
-    let nd = t.ndim as usize;
-    let shape = &t.shape[..nd];
-    if shape.contains(&0) {
-        return;
-    }
-    let strides = &t.strides[..nd];
-    if strides.iter().all(|&s| s == 0) {
-        let n = shape.iter().product::<u64>();
-        out.extend((0..n).map(|k| t.offset + k * es));
-        return;
-    }
-    let mut idx = [0u64; 8];
-    loop {
-        out.push(t.offset + (0..nd).map(|k| idx[k] * strides[k] * es).sum::<u64>());
-        let mut k = 0;
-        loop {
-            if k == nd {
-                return;
-            }
-            idx[k] += 1;
-            if idx[k] < shape[k] {
-                break;
-            }
-            idx[k] = 0;
-            k += 1;
-        }
-    }
-}
 
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -58,23 +24,24 @@ pub(crate) trait Mem {
 /// tensor order. Returns the hash.
 pub(crate) fn compute(seed: u64, ts: &[Tensor], rmask: u64, wmask: u64, mem: &mut impl Mem) -> u64 {
     let mut h = seed;
-    let mut offs = Vec::new();
+    // Each view's bytes relative to its data pointer, element by element (`view_bytes`).
+    let mut bytes = Vec::new();
     for (ti, t) in ts.iter().enumerate().filter(|(ti, _)| rmask >> ti & 1 == 1) {
-        let es = elem_size(t.dtype).expect("dtype");
-        elem_offsets(t, &mut offs);
-        for &o in &offs {
-            for b in 0..es {
-                h = mix(h ^ mem.load(ti, o + b) as u64).wrapping_add(o);
+        let es = elem_size(t.dtype).expect("dtype") as usize;
+        view_bytes(t, t.data as u64, &mut bytes);
+        for elem in bytes.chunks(es) {
+            for &o in elem {
+                h = mix(h ^ mem.load(ti, o) as u64).wrapping_add(elem[0]);
             }
         }
     }
     for (ti, t) in ts.iter().enumerate().filter(|(ti, _)| wmask >> ti & 1 == 1) {
-        let es = elem_size(t.dtype).expect("dtype");
-        elem_offsets(t, &mut offs);
-        for (k, &o) in offs.iter().enumerate() {
+        let es = elem_size(t.dtype).expect("dtype") as usize;
+        view_bytes(t, t.data as u64, &mut bytes);
+        for (k, elem) in bytes.chunks(es).enumerate() {
             let v = mix(h ^ ((ti as u64) << 40) ^ k as u64);
-            for b in 0..es {
-                mem.store(ti, o + b, (v >> (8 * b)) as u8);
+            for (b, &o) in elem.iter().enumerate() {
+                mem.store(ti, o, (v >> (8 * b)) as u8);
             }
         }
     }
