@@ -25,9 +25,15 @@ static _Atomic long ns_total, calls, cpu_total;
 #define LOG_MAX (1L << 20)
 static struct { int tid; long t0, t1; } *log_buf;
 static _Atomic long log_n;
-static int with_log = -1;
+static int with_log;
+/* Set up before main, not at the first kernel call: lanes making their first calls at once
+ * would each allocate a buffer, and the calls logged into the one replaced would be lost. */
+__attribute__((constructor)) static void log_setup(void) {
+  const char *v = getenv("KERNEL_TIMER_LOG");
+  if (v && *v) log_buf = calloc(LOG_MAX, sizeof *log_buf);
+  with_log = log_buf != NULL;
+}
 static void log_call(long t0, long t1) {
-  if (with_log < 0) { const char *v = getenv("KERNEL_TIMER_LOG"); with_log = v && *v; if (with_log) log_buf = calloc(LOG_MAX, sizeof *log_buf); if (!log_buf) with_log = 0; }
   if (!with_log) return;
   long i = atomic_fetch_add(&log_n, 1);
   if (i < LOG_MAX) { log_buf[i].tid = (int)gettid(); log_buf[i].t0 = t0; log_buf[i].t1 = t1; }
@@ -65,7 +71,7 @@ lapack_int LAPACKE_dpotrf(int layout, char uplo, lapack_int n, double *a, lapack
   lapack_int x; TIMED(x=r(layout,uplo,n,a,lda)) return x;
 }
 __attribute__((destructor)) static void report(void) {
-  if (with_log > 0) {
+  if (with_log) {
     FILE *f = fopen(getenv("KERNEL_TIMER_LOG"), "a");
     long n = log_n < LOG_MAX ? log_n : LOG_MAX;
     for (long i = 0; f && i < n; i++) fprintf(f, "%d %ld %ld\n", log_buf[i].tid, log_buf[i].t0, log_buf[i].t1);
