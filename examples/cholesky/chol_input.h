@@ -33,6 +33,14 @@ static inline double chol_now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* The calling thread's CPU time, in seconds. */
+static inline double chol_thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 static inline double chol_rand01(uint64_t *s)
 {
     uint64_t x = *s;

@@ -56,7 +56,7 @@ pub struct Orchestrator {
     /// Scratch: target lane indexes of the submit in progress.
     targets: Vec<u32>,
     /// Resolved callables (registry entries are never removed, so the cache never goes stale).
-    callables: std::collections::HashMap<[u8; 32], &'static Entry>,
+    callables: crate::callable::DigestMap<&'static Entry>,
     /// Scratch: slots this thread consumed, reclaimed in one batch.
     reclaim: Vec<SlotId>,
     /// The callable of the previous submit: graphs mostly repeat a few callables in runs.
@@ -98,7 +98,7 @@ impl Orchestrator {
             holds: Vec::new(),
             footprints: Vec::new(),
             targets: Vec::new(),
-            callables: std::collections::HashMap::new(),
+            callables: Default::default(),
             last_callable: None,
             reclaim: Vec::new(),
             free_cache: Vec::new(),

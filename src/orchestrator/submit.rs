@@ -481,7 +481,7 @@ fn hold_slab_owners(
     e: &crate::worker::Engine,
     holds: &mut Vec<SlotId>,
     producers: &[(SlotId, bool)],
-    held: &mut smallvec::SmallVec<[SlotId; 2]>,
+    held: &mut smallvec::SmallVec<[SlotId; 4]>,
 ) {
     holds.sort_unstable();
     holds.dedup();
