@@ -24,7 +24,8 @@
 #                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256 4096:256",
 #                   the sizes the peers' README reports), 2 threads,
 #                   CHOL_REPS (default 3) reps each, one of each in turn; a median GFLOP/s
-#                   table is printed. A rep that fails (its check, or exits nonzero) is
+#                   table is printed, with each size's median of per-round ratios (a dagrt
+#                   rep over the best peer rep of its round, seconds apart). A rep that fails (its check, or exits nonzero) is
 #                   reported on stderr and left out of the medians, which the table lists;
 #                   the other reps still run, and a failed dagrt rep makes the exit status 1.
 #   CHOL_BUILD      where the peers' Cholesky programs are built (chol_peers.sh; default
@@ -164,7 +165,9 @@ if [ "$CHOL" = 1 ]; then
     # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
     # by a block of peer reps compares two different machines.
-    for _ in $(seq "$CHOL_REPS"); do
+    for r in $(seq "$CHOL_REPS"); do
+        # Pairs each dagrt rep with its round's peer reps (bench_compare.py --chol).
+        echo "# round $r" >> "$out/chol.txt"
         lapack_done=" "
         for nb in $CHOL_SIZES; do
             n=${nb%%:*} b=${nb##*:}

@@ -225,8 +225,13 @@ def chol_table(path):
     peers, whole-matrix LAPACK with a label lapack-*), and "# FAILED who n b exit rc[: line]"
     for a rep that exited nonzero or printed no result line (who: dagrt, omp, starpu, lapack;
     line: the result line it printed). A rep counts only when it exited 0 with a residual below
-    the check's limit; the others are listed after the table, per runtime and size, with why."""
+    the check's limit; the others are listed after the table, per runtime and size, with why.
+    Lines "# round K" (bench.sh writes one before each round of reps) pair each dagrt rep with
+    the peers' reps of its round, seconds apart: the median of those per-round ratios follows
+    each size's row."""
     runs = collections.defaultdict(list)  # (n, b) -> [(label, gflops)], the tiled runtimes
+    rounds = collections.defaultdict(dict)  # (n, b) -> {round: {label: gflops}}
+    rnd = None  # the round the lines being read belong to (None before any marker)
     limit = collections.defaultdict(list)  # (n, label) -> [gflops], whole-matrix LAPACK
     dropped = collections.defaultdict(list)  # (label, n, b or None for LAPACK) -> [why]
     sizes = set()  # every (n, b) a tiled rep ran at, failed or not
@@ -240,6 +245,9 @@ def chol_table(path):
 
     for line in open(path):
         f = line.split()
+        if line.startswith("# round ") and len(f) == 3:
+            rnd = f[2]
+            continue
         if line.startswith("# FAILED") and len(f) >= 7:
             # Every program prints its result line, residual included, before it checks the
             # residual and exits 2: the line is kept here only to say why the rep is dropped.
@@ -265,6 +273,8 @@ def chol_table(path):
             limit[(n, label)].append(float(f[5]))
         else:
             runs[(n, b)].append((label, float(f[5])))
+            if rnd is not None:
+                rounds[(n, b)].setdefault(rnd, {})[label] = float(f[5])
 
     def fmt(x, digits=2):  # NaN: a size with no valid rep of dagrt or of any peer
         return "-" if x != x else f"{x:.{digits}f}"
@@ -290,6 +300,17 @@ def chol_table(path):
         out.append(f"n={n} b={b}: {cells or 'no valid rep'}  {lim}  | dagrt / best tiled peer "
                    f"({best[0]}) = {fmt(d / best[1])}  (fastest reps: {fmt(td, 1)} / {fmt(tp, 1)} = "
                    f"{fmt(td / tp)})")
+        # Per round: dagrt's rep over the best peer rep of the same round (run seconds apart,
+        # so more often in one phase of the host than two medians over minutes).
+        paired = sorted(
+            max(g for p, g in r.items() if p.startswith("dagrt"))
+            / max(g for p, g in r.items() if not p.startswith("dagrt"))
+            for r in rounds.get((n, b), {}).values()
+            if any(p.startswith("dagrt") for p in r) and any(not p.startswith("dagrt") for p in r))
+        if paired:
+            out.append(f"  paired by round: dagrt / best peer of its round, median "
+                       f"{fmt(statistics.median(paired))} [{fmt(paired[0])}-{fmt(paired[-1])}] "
+                       f"over {len(paired)} round{'' if len(paired) == 1 else 's'}")
     if dropped:
         k = sum(len(v) for v in dropped.values())
         out.append(f"dropped {k} rep{'' if k == 1 else 's'} (not in the medians: their "

@@ -442,10 +442,12 @@ fn chol_table_drops_failed_reps_and_says_which() {
     let path = d.join("chol.txt");
     std::fs::write(
         &path,
-        "dagrt-sub-t2 2048 128 816 0.050 60.00 2.512e-16\n\
+        "# round 1\n\
+         dagrt-sub-t2 2048 128 816 0.050 60.00 2.512e-16\n\
          omp-tiled-t2 2048 128 816 0.045 50.00 2.512e-16\n\
          # FAILED starpu 2048 128 exit 2: starpu-tiled-t2 2048 128 816 0.040 90.00 3.100e-05\n\
          lapack-dpotrf-t2 2048 2048 1 0.060 47.00 1.469e-16\n\
+         # round 2\n\
          dagrt-sub-t2 2048 128 816 0.040 99.00 nan\n\
          omp-tiled-t2 2048 128 816 0.045 52.00 2.512e-16\n\
          starpu-tiled-t2 2048 128 816 0.048 40.00 2.512e-16\n\
@@ -470,6 +472,10 @@ fn chol_table_drops_failed_reps_and_says_which() {
     assert!(r.contains("limit lapack-dpotrf-t2 47.0"), "{table}");
     assert!(r.contains("(omp-tiled-t2) = 1.18"), "{table}");
     assert!(r.contains("(fastest reps: 60.0 / 52.0 = 1.15)"), "{table}");
+    // Paired by round: only round 1 has a valid dagrt rep (60 over OpenMP's 50 of that round).
+    let paired = "\n  paired by round: dagrt / best peer of its round, median 1.20 [1.20-1.20] \
+                  over 1 round\nn=4096 b=256:";
+    assert!(table.contains(paired), "{table}");
     // A size whose dagrt reps all failed has a row, with no ratio.
     let r = row("n=4096 b=256:");
     assert!(
@@ -487,6 +493,45 @@ fn chol_table_drops_failed_reps_and_says_which() {
     ] {
         assert!(table.lines().any(|l| l == want), "no '{want}':\n{table}");
     }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Paired by round, each dagrt rep is divided by the best peer rep of its own round: three
+/// rounds in three phases of the host (fast, slow, middling) give 1.0, 0.9 and 1.1, median
+/// 1.0, where the medians' ratio (68 / 65, with the unpaired reps) says 1.05. A round without a
+/// dagrt rep, or without a peer rep, pairs nothing.
+#[test]
+fn chol_table_pairs_reps_by_round() {
+    let d = scratch("chol-paired");
+    let path = d.join("chol.txt");
+    std::fs::write(
+        &path,
+        "# round 1\n\
+         dagrt-sub-t2 1024 128 36 0.010 70.00 1e-16\n\
+         omp-tiled-t2 1024 128 36 0.010 70.00 1e-16\n\
+         starpu-tiled-t2 1024 128 36 0.010 50.00 1e-16\n\
+         # round 2\n\
+         dagrt-sub-t2 1024 128 36 0.010 36.00 1e-16\n\
+         omp-tiled-t2 1024 128 36 0.010 40.00 1e-16\n\
+         # round 3\n\
+         dagrt-sub-t2 1024 128 36 0.010 66.00 1e-16\n\
+         starpu-tiled-t2 1024 128 36 0.010 54.55 1e-16\n\
+         omp-tiled-t2 1024 128 36 0.010 60.00 1e-16\n\
+         # round 4\n\
+         omp-tiled-t2 1024 128 36 0.010 99.00 1e-16\n\
+         # round 5\n\
+         dagrt-sub-t2 1024 128 36 0.010 99.00 1e-16\n",
+    )
+    .unwrap();
+    let table = python("bench_compare.py", &[], &["--chol", path.to_str().unwrap()]);
+    assert!(
+        table.contains("(omp-tiled-t2) = 1.05"),
+        "the medians' ratio:\n{table}"
+    );
+    assert!(
+        table.contains("  paired by round: dagrt / best peer of its round, median 1.00 [0.90-1.10] over 3 rounds"),
+        "{table}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
