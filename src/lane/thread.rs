@@ -122,7 +122,7 @@ pub fn lane_main(e: Arc<Engine>, idx: u32) {
         // completion releases must not wait for it: a parked scheduler thread is woken to
         // run the pass (a spinning one sees the completion at its next look).
         if cold || failed || !lane.mailbox.has_queued() {
-            crate::scheduler::after_completion(&e);
+            crate::scheduler::after_completion(&e, cold);
         } else {
             e.sched_event.notify_cond();
         }
