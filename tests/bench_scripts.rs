@@ -682,7 +682,9 @@ for halves, fastest, want in cases:
 
 /// `chol_gaps.py` on a made-up kernel log of two threads over a 400 us span: thread 1 starts
 /// the span and ends it, with a 1 us gap and a 50 us one between its kernels; thread 2 starts
-/// 10 us late, ends 10 us early, with a 3 us gap. Shares are of 2 x 400 us.
+/// 10 us late, ends 10 us early, with a 3 us gap. Shares are of 2 x 400 us. A second log's
+/// long gap starts in its span's first tenth (at 10 us of 400), where the first log's starts
+/// after it (at 200 us).
 #[test]
 fn chol_gaps_splits_idle_time_into_lead_tail_short_and_long_gaps() {
     let d = scratch("chol_gaps");
@@ -700,6 +702,17 @@ fn chol_gaps_splits_idle_time_into_lead_tail_short_and_long_gaps() {
         "long   share of threads x span: median 0.0625 [0.0625-0.0625]",
         "short gap, median per run (us): median 2.00 [2.00-2.00]",
         "long gaps per run: median 1; runs 1, threads 2",
+        "long gaps in the first tenth, ms per run: median 0.000 [0.000-0.000]",
+        "long gaps after it, ms per run: median 0.050 [0.050-0.050]",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    let early = d.join("early.log");
+    std::fs::write(&early, "1 0 10000\n2 0 400000\n1 40000 400000\n").unwrap();
+    let out = python("chol_gaps.py", &[&log, &early], &[]);
+    for want in [
+        "long gaps in the first tenth, ms per run: median 0.015 [0.000-0.030]",
+        "long gaps after it, ms per run: median 0.025 [0.000-0.050]",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
