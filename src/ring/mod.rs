@@ -70,9 +70,10 @@ pub struct SlotData {
     pub config: CallConfig,
     /// Task data, inline for the common small task: a stream of submits then writes one
     /// contiguous slot (which the claim prefetches) instead of four scattered buffers. Room
-    /// for three tensors (a BLAS-3 tile kernel's operands) and four producers: with one and
-    /// two, a tiled Cholesky's first build spilled about two vectors a task, a malloc each
-    /// on fresh heap pages (its build's CPU 0.86 -> 0.75 ms at n = 2048, b = 128).
+    /// for four producers (a GEMM tile has three; with room for two, each spilled in a fresh
+    /// entry, a malloc on fresh heap pages) in the same 640 bytes. Room for three tensors
+    /// too cut a tiled Cholesky's first build by a tenth of its instructions, but made every
+    /// slot 896 bytes, tensors or not (docs/performance.md, session 36).
     pub tensors: SmallVec<[Tensor; 1]>,
     pub scalars: SmallVec<[u64; 2]>,
     pub members: SmallVec<[MemberArgs; 1]>,
