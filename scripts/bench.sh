@@ -23,10 +23,12 @@
 #                   built once by its run.sh, then run by scripts/chol_peers.sh), same input,
 #                   kernels and timing, at CHOL_SIZES (default "2048:128 2048:256 4096:256",
 #                   the sizes the peers' README reports), 2 threads,
-#                   CHOL_REPS (default 3) reps each, one of each in turn; a median GFLOP/s
-#                   table is printed, with each size's median of per-round ratios (a dagrt
-#                   rep over the best peer rep of its round, seconds apart). A rep that fails (its check, or exits nonzero) is
-#                   reported on stderr and left out of the medians, which the table lists;
+#                   CHOL_REPS (default 3) reps each, one of each in turn (dagrt first in
+#                   odd rounds, last in even ones); a median GFLOP/s table is printed, with
+#                   each size's median of per-round ratios (a dagrt rep over the best peer
+#                   rep of its round, seconds apart). A rep that fails (its check, or exits
+#                   nonzero) is reported on stderr and left out of the medians, which the
+#                   table lists;
 #                   the other reps still run, and a failed dagrt rep makes the exit status 1.
 #   CHOL_BUILD      where the peers' Cholesky programs are built (chol_peers.sh; default
 #                   $TMPDIR/dagrt-peers-cholesky).
@@ -165,24 +167,30 @@ if [ "$CHOL" = 1 ]; then
     # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
     # by a block of peer reps compares two different machines.
+    chol_dagrt() { # one dagrt rep at size $1:$2
+        # A failed dagrt rep does not stop the script: it is reported now, the other sizes
+        # and reps still run, and the script exits 1 at the end.
+        chol_rep "$out/chol.txt" "$out/chol.log" dagrt "$1" "$2" \
+            env OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$1" -b "$2" \
+            --lanes 2 --reps 1 --peer-lines --no-progress ||
+            chol_dagrt_failed=$((chol_dagrt_failed + 1))
+    }
     for r in $(seq "$CHOL_REPS"); do
         # Pairs each dagrt rep with its round's peer reps (bench_compare.py --chol).
         echo "# round $r" >> "$out/chol.txt"
         lapack_done=" "
         for nb in $CHOL_SIZES; do
             n=${nb%%:*} b=${nb##*:}
-            # A failed dagrt rep does not stop the script: it is reported now, the other sizes
-            # and reps still run, and the script exits 1 at the end.
-            chol_rep "$out/chol.txt" "$out/chol.log" dagrt "$n" "$b" \
-                env OPENBLAS_NUM_THREADS=1 build/cholesky/dagrt_cholesky -n "$n" -b "$b" \
-                --lanes 2 --reps 1 --peer-lines --no-progress ||
-                chol_dagrt_failed=$((chol_dagrt_failed + 1))
+            # dagrt first in odd rounds, after the peers in even ones: the host drifts within
+            # a round too, and a fixed order would give one side its later phase every time.
+            if [ $((r % 2)) = 1 ]; then chol_dagrt "$n" "$b"; fi
             peers="omp starpu"
             case $lapack_done in *" $n "*) ;; *) peers="$peers lapack" lapack_done="$lapack_done$n " ;; esac
             for peer in $peers; do
                 chol_rep "$out/chol.txt" "$out/chol.log" "$peer" "$n" "$b" \
                     chol_peer "$peer" "$n" "$b" 2 || true
             done
+            if [ $((r % 2)) = 0 ]; then chol_dagrt "$n" "$b"; fi
         done
     done
     probe chol after
