@@ -431,6 +431,16 @@ fn compare_warns_of_a_peer_missing_from_rounds() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `bench_compare.py --chol` on a chol.txt holding `text`.
+fn chol_table(name: &str, text: &str) -> String {
+    let d = scratch(name);
+    let path = d.join("chol.txt");
+    std::fs::write(&path, text).unwrap();
+    let table = python("bench_compare.py", &[], &["--chol", path.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&d);
+    table
+}
+
 /// The tiled Cholesky table (`bench_compare.py --chol`, on bench.sh's chol.txt) takes only the
 /// reps whose check passed: a peer prints its result line, residual included, before it exits
 /// 2 on a failed check, so a rep bench.sh marked FAILED and a line whose residual is not below
@@ -438,10 +448,8 @@ fn compare_warns_of_a_peer_missing_from_rounds() {
 /// with the reason.
 #[test]
 fn chol_table_drops_failed_reps_and_says_which() {
-    let d = scratch("chol");
-    let path = d.join("chol.txt");
-    std::fs::write(
-        &path,
+    let table = chol_table(
+        "chol",
         "# round 1\n\
          dagrt-sub-t2 2048 128 816 0.050 60.00 2.512e-16\n\
          omp-tiled-t2 2048 128 816 0.045 50.00 2.512e-16\n\
@@ -454,9 +462,7 @@ fn chol_table_drops_failed_reps_and_says_which() {
          # FAILED dagrt 4096 256 exit 1\n\
          # FAILED omp 2048 128 exit 127\n\
          omp-tiled-t2 4096 256 816 0.500 45.00 2.512e-16\n",
-    )
-    .unwrap();
-    let table = python("bench_compare.py", &[], &["--chol", path.to_str().unwrap()]);
+    );
     let row = |p: &str| {
         table
             .lines()
@@ -493,7 +499,6 @@ fn chol_table_drops_failed_reps_and_says_which() {
     ] {
         assert!(table.lines().any(|l| l == want), "no '{want}':\n{table}");
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Paired by round, each dagrt rep is divided by the best peer rep of its own round: three
@@ -502,10 +507,8 @@ fn chol_table_drops_failed_reps_and_says_which() {
 /// dagrt rep, or without a peer rep, pairs nothing.
 #[test]
 fn chol_table_pairs_reps_by_round() {
-    let d = scratch("chol-paired");
-    let path = d.join("chol.txt");
-    std::fs::write(
-        &path,
+    let table = chol_table(
+        "chol-paired",
         "# round 1\n\
          dagrt-sub-t2 1024 128 36 0.010 70.00 1e-16\n\
          omp-tiled-t2 1024 128 36 0.010 70.00 1e-16\n\
@@ -521,9 +524,7 @@ fn chol_table_pairs_reps_by_round() {
          omp-tiled-t2 1024 128 36 0.010 99.00 1e-16\n\
          # round 5\n\
          dagrt-sub-t2 1024 128 36 0.010 99.00 1e-16\n",
-    )
-    .unwrap();
-    let table = python("bench_compare.py", &[], &["--chol", path.to_str().unwrap()]);
+    );
     assert!(
         table.contains("(omp-tiled-t2) = 1.05"),
         "the medians' ratio:\n{table}"
@@ -532,7 +533,6 @@ fn chol_table_pairs_reps_by_round() {
         table.contains("  paired by round: dagrt / best peer of its round, median 1.00 [0.90-1.10] over 3 rounds"),
         "{table}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `chol_rep` (scripts/chol_peers.sh, run by bench.sh for every Cholesky rep) keeps a passing
