@@ -9,7 +9,7 @@ import statistics as st
 
 from bench_pairs import best_ratios, figures, rows_from_argv
 
-FLOORS = ["floor-bare", "floor-slot", "floor-locks", "floor-hop", "floor-all"]
+FLOORS = ["floor-bare", "floor-slot", "floor-locks", "floor-hop", "floor-seed", "floor-all"]
 
 
 def ours(who):

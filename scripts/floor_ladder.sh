@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The floor's ladder: benches/floor.rs bare and with each of dagrt's costs added back
-# (--slot-bytes 576, --locks 3, --hop 1, then all three), dagrt's workloads bench and the two
-# fastest peers (TBB flow graph, OpenMP), all on 2 lanes / 2 threads, back to back in each
-# round; then per workload the medians over the rounds and the median of the per-round ratios
-# to that round's best peer (scripts/floor_ladder.py). What each way dagrt is built costs on
-# this machine, next to what dagrt costs and what the issue's targets allow.
+# (--slot-bytes 576, --locks 3, --hop 1), then the seeds' two of them together (the locks and
+# the hop: per-slot fanout_mu and the one dispatcher, without dagrt's slot size), then all
+# three; dagrt's workloads bench and the two fastest peers (TBB flow graph, OpenMP), all on
+# 2 lanes / 2 threads, back to back in each round; then per workload the medians over the
+# rounds and the median of the per-round ratios to that round's best peer
+# (scripts/floor_ladder.py). What each way dagrt is built costs on this machine, next to what
+# dagrt costs and what the issue's targets allow.
 #
 # Usage: scripts/floor_ladder.sh OUT_DIR [ROUNDS]   (default 10 rounds, about 20 s each)
 #   OUT_DIR gets ladder.jsonl (one JSON object per measurement, tagged with its round) and
@@ -24,7 +26,7 @@ tag() { python3 "$root/scripts/tag_lines.py" "$@"; }
 for r in $(seq "$rounds"); do
     echo "== round $r" >&2
     for cfg in "bare:" "slot:--slot-bytes 576" "locks:--locks 3" "hop:--hop 1" \
-        "all:--slot-bytes 576 --locks 3 --hop 1"; do
+        "seed:--locks 3 --hop 1" "all:--slot-bytes 576 --locks 3 --hop 1"; do
         # shellcheck disable=SC2086 # the options are words
         "$floor_exe" --lanes 2 ${cfg#*:} 2> /dev/null | tag "$r" "floor-${cfg%%:*}"
     done >> "$out/ladder.jsonl"
