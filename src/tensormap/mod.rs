@@ -498,7 +498,9 @@ mod tests {
         use runmap::tests::SEARCH_ALWAYS;
         let (base, ld) = (1u64 << 24, 48u64);
         let mut next = runmap::tests::xorshift(0x9E37_79B9_7F4A_7C15);
-        for round in 0..40 {
+        // Miri interprets every step: a few rounds there, all forty natively.
+        let rounds = if cfg!(miri) { 3 } else { 40 };
+        for round in 0..rounds {
             let mut maps = [Inner::default(), Inner::default()];
             let mut keys: Vec<(SlotId, MapKey)> = Vec::new();
             let views: Vec<Footprint> = (0..24)
@@ -569,6 +571,6 @@ mod tests {
             }
         }
         let hits = runmap::tests::ALONE_HITS.get();
-        assert!(hits > 400, "alone_for answered only {hits} times");
+        assert!(hits > 10 * rounds, "alone_for answered only {hits} times");
     }
 }
