@@ -164,7 +164,7 @@ if [ "$CHOL" = 1 ]; then
     : > "$out/chol.txt"
     chol_dagrt_failed=0
     probe chol before
-    # One rep of each at a time, dagrt then the peers (and whole-matrix LAPACK, once per n):
+    # One rep of each at a time, dagrt and the peers (and whole-matrix LAPACK, once per n):
     # the machine drifts by tens of percent within minutes, and a block of dagrt reps followed
     # by a block of peer reps compares two different machines.
     chol_dagrt() { # one dagrt rep at size $1:$2
